@@ -1,0 +1,3 @@
+from kvforensics.cli import main
+
+main()

@@ -1,0 +1,1 @@
+"""`kvforensics simulate`: run a scenario through the admission model."""
