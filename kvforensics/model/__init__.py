@@ -1,0 +1,43 @@
+"""The admission model: a pure, deterministic model of a prefill node's PrefillAdder,
+its page pool and its round loop, under named policies. No I/O."""
+
+from kvforensics.model.adder import PrefillAdder
+from kvforensics.model.budget import AddResult, Budget
+from kvforensics.model.config import Config
+from kvforensics.model.ledger import Ledger
+from kvforensics.model.node import (
+    Inflight,
+    OutOfMemory,
+    PrefillNode,
+    RoundRecord,
+    RunResult,
+    Timing,
+)
+from kvforensics.model.policies import POLICIES, Policy, get_policy
+from kvforensics.model.pool import PagePool, PoolOp, PrefillOutOfMemory
+from kvforensics.model.profiles import PROFILES, Profile, get_profile
+from kvforensics.model.request import Request
+
+__all__ = [
+    "POLICIES",
+    "PROFILES",
+    "AddResult",
+    "Budget",
+    "Config",
+    "Inflight",
+    "Ledger",
+    "OutOfMemory",
+    "PagePool",
+    "Policy",
+    "PoolOp",
+    "PrefillAdder",
+    "PrefillNode",
+    "PrefillOutOfMemory",
+    "Profile",
+    "Request",
+    "RoundRecord",
+    "RunResult",
+    "Timing",
+    "get_policy",
+    "get_profile",
+]

@@ -1,0 +1,217 @@
+"""One round's admission decisions: a model of SGLang's ``PrefillAdder`` on a prefill node.
+
+The adder decides who runs and how many tokens each computes; it allocates nothing
+except host load-backs (which HiCache does at admission). ``pieces`` is what the
+allocator is asked for afterwards.
+"""
+
+from __future__ import annotations
+
+from kvforensics.model.budget import AddResult, Budget
+from kvforensics.model.config import Config
+from kvforensics.model.ledger import Ledger
+from kvforensics.model.policies import Policy
+from kvforensics.model.pool import PagePool
+from kvforensics.model.profiles import FORK, Profile
+from kvforensics.model.request import Request
+
+CONTINUE, NO_TOKEN, OTHER = AddResult.CONTINUE, AddResult.NO_TOKEN, AddResult.OTHER
+
+
+class PrefillAdder:
+    def __init__(
+        self,
+        cfg: Config,
+        policy: Policy,
+        pool: PagePool,
+        *,
+        round_no: int = 0,
+        ledger: Ledger | None = None,
+        profile: Profile = FORK,
+        deciding: bool = True,
+    ):
+        self.cfg = cfg
+        self.policy = policy
+        self.profile = profile
+        self.pool = pool
+        self.round = round_no
+        self.ledger = ledger
+        self.deciding = deciding
+        self.budget = Budget(cfg.chunked_prefill_size, cfg.max_prefill_tokens)
+        self.page_charge = profile.page_charge(cfg)
+        self.align = policy.end_align(cfg)
+        #: (request, start, end) in admission order
+        self.pieces: list[tuple[Request, int, int]] = []
+        #: the request left half-done by this round (at most one per batch)
+        self.new_chunked: Request | None = None
+        self.step = 0
+
+    # -- helpers --------------------------------------------------------------
+    def budget_state(self) -> AddResult:
+        return self.budget.state(self.pool.baseline())
+
+    def _aligned_end(self, start: int, end: int) -> int:
+        """Floor a non-last piece's end to the checkpoint align, unless that reaches the start."""
+        if self.align:
+            aligned = end // self.align * self.align
+            if aligned > start:
+                return aligned
+        return end
+
+    def _log(self, **row: object) -> None:
+        self.step += 1
+        if self.ledger is not None:
+            self.ledger.add(round=self.round, step=self.step, **row)
+
+    # -- the chunked request of the previous round ----------------------------
+    def add_chunked_req(self, req: Request) -> Request | None:
+        """Resume a half-done request. Never refuses: dropping it would leak its KV.
+
+        Returns the request if it is still unfinished after this round's piece.
+        """
+        cfg, b = self.cfg, self.budget
+        base = self.pool.baseline()
+        t0, c0, chunk0 = b.total_offset, b.cur_offset, b.rem_chunk
+        rem_total = base - t0
+        n = min(b.rem_chunk, rem_total)
+        forced = n <= 0
+        if forced:  # memory is gone but the piece is taken anyway: the incident's last step
+            n = b.rem_chunk
+        start = req.done
+        truncated = req.seq_len - start > n
+        end = self._aligned_end(start, start + n) if truncated else req.seq_len
+        piece = cfg.ceil_page(end - start)
+        b.charge(piece, self.page_charge, 0 if truncated else cfg.max_new_tokens)
+        reserved = 0
+        if truncated:
+            reserved = self.policy.after_truncation(b, req.seq_len - end, cfg, self.deciding)
+            self.new_chunked = req
+        self.pieces.append((req, start, end))
+        state = b.state(base)
+        self._log(
+            call="add_chunked_req",
+            rid=req.rid,
+            seq_len=req.seq_len,
+            device_prefix=req.device_prefix,
+            host_hit=req.host_hit,
+            baseline=base,
+            baseline_after=base,
+            total_offset_before=t0,
+            total_offset_after=b.total_offset,
+            cur_offset_before=c0,
+            cur_offset_after=b.cur_offset,
+            rem_total_tokens=rem_total,
+            cur_rem_tokens=base - c0,
+            rem_chunk_tokens=chunk0,
+            rem_chunk_after=b.rem_chunk,
+            decision="resumed",
+            start=start,
+            end=end,
+            load_back=0,
+            budget_state=state.value,
+            reserved_tail=reserved,
+            forced=forced,
+        )
+        return req if truncated else None
+
+    # -- a waiting request ----------------------------------------------------
+    def add_one_req(self, req: Request) -> AddResult:
+        cfg, b, pool = self.cfg, self.budget, self.pool
+        pool.lock(req.prefix_keys)
+        base = pool.baseline()
+        t0, c0, chunk0 = b.total_offset, b.cur_offset, b.rem_chunk
+        rem_total, cur_rem = base - t0, base - c0
+        # The whole remaining prompt, host hits included: every later piece comes out of
+        # the same pool.
+        need = self.profile.memory_need(req.seq_len - req.device_prefix, cfg)
+        prefix = req.device_prefix + req.host_hit
+        extend = req.seq_len - prefix
+        paged_extend = cfg.ceil_page(extend)
+
+        reason = None
+        if need >= rem_total:
+            result, reason = NO_TOKEN, f"needs {need} >= rem_total_tokens {rem_total}"
+        elif self.profile.input_tokens_check and paged_extend >= b.rem_input and self.pieces:
+            result, reason = OTHER, f"extend {paged_extend} >= rem_input_tokens {b.rem_input}"
+        else:
+            result = None
+        if result is None and paged_extend <= b.rem_chunk:
+            truncated, end = False, req.seq_len
+        elif result is None:
+            truncated = True
+            if self.new_chunked is not None:
+                result = OTHER
+                reason = f"would be a second chunked request beside {self.new_chunked.rid}"
+            else:
+                e = cfg.floor_page(b.rem_chunk)
+                if cfg.truncation_align_size:
+                    e = e // cfg.truncation_align_size * cfg.truncation_align_size
+                end = self._aligned_end(prefix, cfg.floor_page(prefix + e))
+                if end <= prefix:
+                    result, reason = OTHER, f"chunk budget {b.rem_chunk} leaves no whole page"
+
+        if result is not None:
+            pool.unlock(req.prefix_keys)
+            self._log(
+                call="add_one_req",
+                rid=req.rid,
+                seq_len=req.seq_len,
+                device_prefix=req.device_prefix,
+                host_hit=req.host_hit,
+                baseline=base,
+                baseline_after=base,
+                total_offset_before=t0,
+                total_offset_after=t0,
+                cur_offset_before=c0,
+                cur_offset_after=c0,
+                rem_total_tokens=rem_total,
+                cur_rem_tokens=cur_rem,
+                rem_chunk_tokens=chunk0,
+                rem_chunk_after=chunk0,
+                decision="rejected",
+                budget_state=result.value,
+                reserved_tail=0,
+                load_back=0,
+                reason=reason,
+            )
+            return result
+
+        # Admitted. HiCache allocates the host hit's slots now, outside the offsets.
+        if req.host_hit:
+            pool.alloc(req.rid, req.device_prefix, prefix, op="load_back")
+        piece = cfg.ceil_page(end - prefix)
+        reserved = 0
+        if truncated:
+            b.charge(piece, self.page_charge, 0)
+            reserved = self.policy.after_truncation(b, req.seq_len - end, cfg, self.deciding)
+            self.new_chunked = req
+        else:
+            b.charge(piece, self.page_charge, cfg.max_new_tokens)
+        req.done = prefix
+        self.pieces.append((req, prefix, end))
+        base_after = pool.baseline()
+        state = b.state(base_after)
+        self._log(
+            call="add_one_req",
+            rid=req.rid,
+            seq_len=req.seq_len,
+            device_prefix=req.device_prefix,
+            host_hit=req.host_hit,
+            baseline=base,
+            baseline_after=base_after,
+            total_offset_before=t0,
+            total_offset_after=b.total_offset,
+            cur_offset_before=c0,
+            cur_offset_after=b.cur_offset,
+            rem_total_tokens=rem_total,
+            cur_rem_tokens=cur_rem,
+            rem_chunk_tokens=chunk0,
+            rem_chunk_after=b.rem_chunk,
+            decision="truncated" if truncated else "full",
+            start=prefix,
+            end=end,
+            load_back=req.host_hit,
+            budget_state=state.value,
+            reserved_tail=reserved,
+        )
+        return state

@@ -1,0 +1,340 @@
+"""The prefill node's round loop: resume the chunked request, admit, allocate, forward,
+hand finished requests to KV transfer, and release their slots when the transfer ends."""
+
+from __future__ import annotations
+
+import heapq
+import math
+from dataclasses import dataclass, field
+
+from kvforensics.model.adder import CONTINUE, PrefillAdder
+from kvforensics.model.config import Config
+from kvforensics.model.ledger import INDEX, Ledger
+from kvforensics.model.policies import Policy
+from kvforensics.model.pool import PagePool, PrefillOutOfMemory
+from kvforensics.model.profiles import FORK, Profile
+from kvforensics.model.request import Request
+
+
+@dataclass(frozen=True, slots=True)
+class Timing:
+    """How long things take. Rounds and transfers are what move memory, so the model needs
+    a clock; every figure here is configuration (a scenario, a flag, or read from a log).
+
+    A round lasts ``round_overhead_s + new_tokens / prefill_tokens_per_s``; a finished
+    request's KV transfer lasts ``transfer_latency_s + seq_len / transfer_tokens_per_s``
+    (``0`` tokens/s means no per-token cost).
+    """
+
+    round_overhead_s: float = 0.0
+    prefill_tokens_per_s: float = 0.0
+    transfer_latency_s: float = 0.0
+    transfer_tokens_per_s: float = 0.0
+
+    def round_seconds(self, new_tokens: int) -> float:
+        rate = self.prefill_tokens_per_s
+        return self.round_overhead_s + (new_tokens / rate if rate else 0.0)
+
+    def transfer_seconds(self, tokens: int) -> float:
+        rate = self.transfer_tokens_per_s
+        return self.transfer_latency_s + (tokens / rate if rate else 0.0)
+
+
+@dataclass(slots=True)
+class Inflight:
+    """KV that is being sent to a decode node: held until ``done_at``, then cache."""
+
+    rid: str
+    done_at: float
+    prefix_keys: tuple[str, ...] = ()
+    cache_keys: tuple[tuple[str, int], ...] = ()
+
+
+@dataclass(slots=True)
+class RoundRecord:
+    round: int
+    time: float
+    pieces: list[tuple[str, int, int]]
+    #: (call, rid, decision, budget_state)
+    decisions: list[tuple[str, str, str, str]]
+    skipped_waiting: bool
+    baseline_start: int
+    baseline_end: int
+    used_end: int
+    #: promised to later rounds but not yet allocated: the tails of unfinished chunks
+    unallocated_tail: int
+
+
+@dataclass(slots=True)
+class OutOfMemory:
+    round: int
+    rid: str
+    tokens: int
+    available: int
+    available_size: int
+    evictable_size: int
+    message: str
+
+    def as_dict(self) -> dict:
+        return {
+            "round": self.round,
+            "rid": self.rid,
+            "tokens": self.tokens,
+            "available": self.available,
+        }
+
+
+@dataclass(slots=True)
+class RunResult:
+    policy: str
+    rounds: list[RoundRecord]
+    ledger: Ledger
+    oom: OutOfMemory | None
+    requests: dict[str, Request]
+    pool: PagePool
+    waiting_left: list[str] = field(default_factory=list)
+
+
+class PrefillNode:
+    def __init__(
+        self,
+        cfg: Config,
+        policy: Policy,
+        pool: PagePool,
+        *,
+        waiting: list[Request] = (),
+        chunked: Request | None = None,
+        inflight: list[Inflight] = (),
+        arrivals: list[Request] = (),
+        timing: Timing = Timing(),
+        profile: Profile = FORK,
+        first_round: int = 0,
+        start_time: float = 0.0,
+        record: bool = True,
+    ):
+        self.cfg, self.policy, self.pool, self.profile = cfg, policy, pool, profile
+        self.timing = timing
+        self.waiting: list[Request] = list(waiting)
+        self.chunked = chunked
+        self._inflight: list[tuple[float, int, Inflight]] = []
+        self._seq = 0
+        for item in inflight:
+            self._push_inflight(item)
+        self._arrivals = sorted(arrivals, key=lambda r: r.arrival)
+        self._next_arrival = 0
+        self.round = first_round
+        self.now = start_time
+        self.ledger = Ledger() if record else None
+        self.rounds: list[RoundRecord] = []
+        self.requests: dict[str, Request] = {r.rid: r for r in (*self.waiting, *self._arrivals)}
+        if chunked is not None:
+            self.requests[chunked.rid] = chunked
+
+    def _push_inflight(self, item: Inflight) -> None:
+        self._seq += 1
+        heapq.heappush(self._inflight, (item.done_at, self._seq, item))
+
+    # -- events between rounds ------------------------------------------------
+    def _absorb(self) -> None:
+        """Arrivals join the queue; finished transfers turn their KV into cache."""
+        arr = self._arrivals
+        while self._next_arrival < len(arr) and arr[self._next_arrival].arrival <= self.now:
+            self.waiting.append(arr[self._next_arrival])
+            self._next_arrival += 1
+        while self._inflight and self._inflight[0][0] <= self.now:
+            _, _, item = heapq.heappop(self._inflight)
+            keys = item.cache_keys or ((f"kv:{item.rid}", self.pool.held.get(item.rid, 0)),)
+            self.pool.release(item.rid, keys)
+            self.pool.unlock(item.prefix_keys)
+
+    def _next_event_time(self) -> float:
+        t = math.inf
+        if self._next_arrival < len(self._arrivals):
+            t = self._arrivals[self._next_arrival].arrival
+        if self._inflight:
+            t = min(t, self._inflight[0][0])
+        return t
+
+    def idle(self) -> bool:
+        return (
+            self.chunked is None
+            and not self.waiting
+            and self._next_arrival >= len(self._arrivals)
+            and not self._inflight
+        )
+
+    # -- one round ------------------------------------------------------------
+    def step(self) -> RoundRecord | OutOfMemory | None:
+        """Run one round. Returns its record, the out-of-memory it hit, or None when
+        there is nothing left to do."""
+        self._absorb()
+        while self.chunked is None and not self.waiting:
+            t = self._next_event_time()
+            if t == math.inf:
+                return None
+            self.now = max(self.now, t)
+            self._absorb()
+
+        pool, cfg = self.pool, self.cfg
+        pool.round = self.round
+        base0 = pool.baseline()
+        adder = PrefillAdder(
+            cfg, self.policy, pool, round_no=self.round, ledger=self.ledger, profile=self.profile
+        )
+        skipped = False
+        if self.chunked is not None:
+            adder.add_chunked_req(self.chunked)
+            skipped = adder.budget_state() is not CONTINUE
+        if not skipped:
+            admitted = []
+            for req in self.waiting:
+                n = len(adder.pieces)
+                res = adder.add_one_req(req)
+                if len(adder.pieces) > n:
+                    admitted.append(req)
+                    req.admitted_round = self.round
+                if res is not CONTINUE:
+                    break
+            if admitted:
+                gone = {id(r) for r in admitted}
+                self.waiting = [r for r in self.waiting if id(r) not in gone]
+
+        decisions = []
+        if self.ledger is not None:
+            rows = self.ledger.rows
+            k = len(rows) - adder.step
+            i = (INDEX["call"], INDEX["rid"], INDEX["decision"], INDEX["budget_state"])
+            decisions = [(r[i[0]], r[i[1]], r[i[2]], r[i[3]]) for r in rows[k:]]
+
+        if not adder.pieces:
+            # Nothing fits: wait for memory (a transfer) or for new work.
+            self.rounds.append(
+                RoundRecord(
+                    self.round,
+                    self.now,
+                    [],
+                    decisions,
+                    skipped,
+                    base0,
+                    pool.baseline(),
+                    pool.used(),
+                    0,
+                )
+            )
+            self.round += 1
+            t = self._next_event_time()
+            if t == math.inf:
+                return None  # stuck for good: nothing will ever free memory
+            self.now = max(self.now, t)
+            return self.rounds[-1]
+
+        pieces = [(r.rid, s, e) for r, s, e in adder.pieces]
+        base_before = pool.baseline()
+        try:
+            pool.alloc_batch(pieces)
+        except PrefillOutOfMemory as exc:
+            # The scheduler reports the batch; blame the request whose piece could not fit.
+            victim = self._victim(pieces)
+            oom = OutOfMemory(
+                self.round,
+                victim,
+                exc.tokens,
+                exc.available,
+                exc.available_size,
+                exc.evictable_size,
+                str(exc),
+            )
+            if self.ledger is not None:
+                self.ledger.add(
+                    round=self.round,
+                    step=adder.step + 1,
+                    call="allocate",
+                    rid=victim,
+                    baseline=base_before,
+                    baseline_after=pool.baseline(),
+                    allocated=0,
+                    budget_state="OOM",
+                    reason=str(exc).splitlines()[1],
+                )
+            return oom
+        if self.ledger is not None:
+            step = adder.step
+            for rid, s, e in pieces:
+                step += 1
+                self.ledger.add(
+                    round=self.round,
+                    step=step,
+                    call="allocate",
+                    rid=rid,
+                    start=s,
+                    end=e,
+                    allocated=cfg.pages_for(s, e),
+                    baseline=base_before,
+                    baseline_after=pool.baseline(),
+                )
+
+        new_tokens = sum(e - s for _, s, e in pieces)
+        self.now += self.timing.round_seconds(new_tokens)
+        for req, s, e in adder.pieces:
+            req.done = e
+            req.pieces.append((self.round, s, e))
+            if e >= req.seq_len:
+                req.finished_round, req.finished_time = self.round, self.now
+                self._push_inflight(
+                    Inflight(
+                        req.rid,
+                        self.now + self.timing.transfer_seconds(req.seq_len),
+                        req.prefix_keys,
+                        req.cache_keys,
+                    )
+                )
+        self.chunked = adder.new_chunked
+        tail = self.chunked.seq_len - self.chunked.done if self.chunked else 0
+        rec = RoundRecord(
+            self.round,
+            self.now,
+            pieces,
+            decisions,
+            skipped,
+            base0,
+            pool.baseline(),
+            pool.used(),
+            tail,
+        )
+        self.rounds.append(rec)
+        self.round += 1
+        return rec
+
+    def _victim(self, pieces: list[tuple[str, int, int]]) -> str:
+        """The request the out-of-memory is pinned on: the chunked one if any (its later
+        pieces were promised at admission), else the last piece of the batch."""
+        for rid, _s, e in pieces:
+            req = self.requests.get(rid)
+            if (
+                req is not None
+                and req.admitted_round is not None
+                and req.admitted_round < self.round
+            ):
+                return rid
+        return pieces[-1][0]
+
+    def run(self, max_rounds: int | None = None) -> RunResult:
+        oom = None
+        n = 0
+        while max_rounds is None or n < max_rounds:
+            out = self.step()
+            if out is None:
+                break
+            if isinstance(out, OutOfMemory):
+                oom = out
+                break
+            n += 1
+        return RunResult(
+            policy=self.policy.name,
+            rounds=self.rounds,
+            ledger=self.ledger if self.ledger is not None else Ledger(),
+            oom=oom,
+            requests=self.requests,
+            pool=self.pool,
+            waiting_left=[r.rid for r in self.waiting],
+        )

@@ -1,0 +1,75 @@
+"""Named admission policies. Each differs from the others in exactly the hooks it overrides.
+
+| policy   | checkpoint align | after a truncation                          |
+|----------|------------------|---------------------------------------------|
+| upstream | none             | nothing (truncation spends the budget)      |
+| prefix   | config align     | nothing: the tail is promised to nobody     |
+| fixed    | config align     | tail + first token reserved (deciding rank) |
+| drain    | config align     | chunk budget set to 0: the round ends       |
+"""
+
+from __future__ import annotations
+
+from kvforensics.model.budget import Budget
+from kvforensics.model.config import Config
+
+
+class Policy:
+    """The pre-fix fork (``prefix``): aligned non-last pieces, tail not reserved."""
+
+    name = "prefix"
+    description = "the fork at the incident: 256-aligned pieces, truncated tail not reserved"
+
+    def end_align(self, cfg: Config) -> int:
+        """Alignment of the end of a non-last piece (0: none)."""
+        return cfg.align_size
+
+    def after_truncation(self, budget: Budget, tail: int, cfg: Config, deciding: bool) -> int:
+        """Called once a piece is cut short with ``tail`` tokens left for later rounds.
+
+        Returns the tokens reserved for the tail (0 when the policy reserves nothing).
+        """
+        return 0
+
+
+class Upstream(Policy):
+    name = "upstream"
+    description = "SGLang without checkpoint alignment: truncation spends the chunk budget"
+
+    def end_align(self, cfg: Config) -> int:
+        return 0
+
+
+class Fixed(Policy):
+    name = "fixed"
+    description = (
+        "the postmortem's fix: a truncated request's tail is charged to rem_total_token_offset"
+    )
+
+    def after_truncation(self, budget: Budget, tail: int, cfg: Config, deciding: bool) -> int:
+        # Only the deciding rank (PP0) reserves: a replaying rank charging it too could
+        # reject what PP0 admitted, and the stages' batches would disagree.
+        if tail <= 0 or not deciding:
+            return 0
+        reserved = cfg.ceil_page(tail) + cfg.max_new_tokens
+        budget.reserve(reserved)
+        return reserved
+
+
+class Drain(Policy):
+    name = "drain"
+    description = "the rejected alternative: a truncation zeroes the chunk budget, ending the round"
+
+    def after_truncation(self, budget: Budget, tail: int, cfg: Config, deciding: bool) -> int:
+        budget.rem_chunk = 0
+        return 0
+
+
+POLICIES: dict[str, Policy] = {p.name: p for p in (Upstream(), Policy(), Fixed(), Drain())}
+
+
+def get_policy(name: str) -> Policy:
+    try:
+        return POLICIES[name]
+    except KeyError:
+        raise ValueError(f"unknown policy {name!r}; choose from {', '.join(POLICIES)}") from None

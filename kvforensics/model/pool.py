@@ -1,0 +1,241 @@
+"""The KV page pool of one prefill node: free pages, evictable cache, and what requests hold.
+
+Everything is counted in tokens (slots); allocations are whole pages.
+
+NOTE: the baseline the adder reads, ``available_size() + evictable_size()``, is live: an
+allocation, a load-back or a lock changes it at once. Eviction never changes it (it only
+moves slots from the evictable part to the free part).
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass
+
+
+class PrefillOutOfMemory(RuntimeError):
+    """SGLang's ``Prefill out of memory`` error, with the same message text."""
+
+    def __init__(self, tokens: int, available: int, evictable: int, cache_kind: str):
+        self.tokens = tokens
+        self.available_size = available
+        self.evictable_size = evictable
+        self.available = available + evictable
+        if cache_kind == "hybrid":
+            line = (
+                f"Available full tokens: {self.available} "
+                f"(full_available_size={available} + full_evictable_size_={evictable})"
+            )
+        else:
+            line = (
+                f"Available tokens: {self.available} "
+                f"(available_size={available} + evictable_size={evictable})"
+            )
+        super().__init__(
+            "Prefill out of memory. Try to lower your batch size.\n"
+            f"Try to allocate {tokens} tokens.\n{line}"
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class PoolOp:
+    """One thing done to the pool, in order. ``kvforensics exec`` replays these on tensors.
+
+    op: ``lock``/``unlock`` (a cache entry), ``load_back`` and ``alloc`` (slots for
+    tokens [start, end) of ``owner``), ``release`` (owner's slots become cache entry
+    ``key`` of ``tokens``), ``free`` (owner's slots go straight back), ``evict``
+    (``tokens`` of entry ``key`` dropped to make room).
+    """
+
+    round: int
+    op: str
+    owner: str = ""
+    key: str = ""
+    start: int = 0
+    end: int = 0
+    tokens: int = 0
+
+
+class PagePool:
+    """Free slots + evictable cache entries (kept in eviction order) + locked entries.
+
+    NOTE: ``_evictable`` is ordered oldest first, like vLLM's free block queue: eviction
+    takes from the front, and a released entry goes to the back. A partially evicted entry
+    shrinks from its tail (a radix tree evicts leaves first), so a request whose prefix
+    was partly evicted still finds the head of it.
+    """
+
+    __slots__ = (
+        "_evict_total",
+        "_evictable",
+        "_locked",
+        "cache_kind",
+        "free",
+        "held",
+        "ops",
+        "page_size",
+        "record",
+        "round",
+        "size",
+    )
+
+    def __init__(
+        self,
+        *,
+        page_size: int,
+        size: int,
+        free: int,
+        evictable: dict[str, int] | None = None,
+        cache_kind: str = "hybrid",
+        record: bool = True,
+    ):
+        evictable = dict(evictable or {})
+        # Real pools hold whole pages; hand-written examples (the postmortem's "12000
+        # free") need not, and the arithmetic does not depend on it.
+        if free < 0 or any(n < 0 for n in evictable.values()):
+            raise ValueError("free and evictable sizes must be >= 0")
+        if free + sum(evictable.values()) > size:
+            raise ValueError(
+                f"free {free} + evictable {sum(evictable.values())} exceed the pool ({size})"
+            )
+        self.page_size = page_size
+        self.size = size
+        self.free = free
+        self._evictable: OrderedDict[str, int] = OrderedDict(
+            (k, n) for k, n in evictable.items() if n
+        )
+        self._evict_total = sum(self._evictable.values())
+        self._locked: dict[str, list[int]] = {}  # key -> [tokens, refs]
+        self.held: dict[str, int] = {}
+        self.cache_kind = cache_kind
+        self.record = record
+        self.ops: list[PoolOp] = []
+        self.round = 0
+
+    # -- what the adder reads -------------------------------------------------
+    def available_size(self) -> int:
+        return self.free
+
+    def evictable_size(self) -> int:
+        return self._evict_total
+
+    def baseline(self) -> int:
+        return self.free + self._evict_total
+
+    def cached(self, key: str) -> int:
+        """Tokens of cache entry ``key`` still on the device (evictable or locked)."""
+        if key in self._locked:
+            return self._locked[key][0]
+        return self._evictable.get(key, 0)
+
+    def used(self) -> int:
+        """Slots not free and not evictable: held by requests or locked cache."""
+        return self.size - self.baseline()
+
+    def _op(self, op: str, **kw: int | str) -> None:
+        if self.record:
+            self.ops.append(PoolOp(self.round, op, **kw))
+
+    # -- locking --------------------------------------------------------------
+    def lock(self, keys: tuple[str, ...]) -> int:
+        """Protect cache entries from eviction. Returns how far the baseline dropped."""
+        dropped = 0
+        for key in keys:
+            entry = self._locked.get(key)
+            if entry is not None:
+                entry[1] += 1
+                continue
+            n = self._evictable.pop(key, None)
+            if n is None:
+                continue  # not cached (evicted, or held by someone else): nothing to protect
+            self._evict_total -= n
+            dropped += n
+            self._locked[key] = [n, 1]
+            self._op("lock", key=key, tokens=n)
+        return dropped
+
+    def unlock(self, keys: tuple[str, ...]) -> None:
+        for key in keys:
+            entry = self._locked.get(key)
+            if entry is None:
+                continue
+            entry[1] -= 1
+            if entry[1] == 0:
+                del self._locked[key]
+                self._evictable[key] = entry[0]  # most recently used: evicted last
+                self._evict_total += entry[0]
+                self._op("unlock", key=key, tokens=entry[0])
+
+    # -- allocation -----------------------------------------------------------
+    def _evict(self, need: int) -> None:
+        """Evict at least ``need`` slots (page multiples), oldest entries first."""
+        ev = self._evictable
+        while need > 0 and ev:
+            key, n = next(iter(ev.items()))
+            take = min(n, need)
+            if take == n:
+                del ev[key]
+            else:
+                ev[key] = n - take
+            self._evict_total -= take
+            self.free += take
+            need -= take
+            self._op("evict", key=key, tokens=take)
+
+    def can_allocate(self, tokens: int) -> bool:
+        return tokens <= self.free + self._evict_total
+
+    def alloc(self, owner: str, start: int, end: int, *, op: str = "alloc") -> int:
+        """Allocate the slots for tokens [start, end) of ``owner`` (page-exact)."""
+        p = self.page_size
+        n = (-(-end // p) - -(-start // p)) * p
+        if n > self.free:
+            if n > self.free + self._evict_total:
+                self.raise_oom(end - start)
+            self._evict(n - self.free)
+        self.free -= n
+        self.held[owner] = self.held.get(owner, 0) + n
+        self._op(op, owner=owner, start=start, end=end, tokens=n)
+        return n
+
+    def alloc_batch(self, pieces: list[tuple[str, int, int]]) -> int:
+        """Allocate a whole batch as ``alloc_for_extend`` does: all or out-of-memory."""
+        p = self.page_size
+        need = sum((-(-e // p) - -(-s // p)) * p for _, s, e in pieces)
+        if need > self.free + self._evict_total:
+            self.raise_oom(sum(e - s for _, s, e in pieces))
+        for owner, s, e in pieces:
+            self.alloc(owner, s, e)
+        return need
+
+    def raise_oom(self, tokens: int) -> None:
+        # SGLang evicts what it can before giving up, so the message shows it as free.
+        self._evict(self._evict_total)
+        self._op("oom", tokens=tokens)
+        raise PrefillOutOfMemory(tokens, self.free, self._evict_total, self.cache_kind)
+
+    # -- after the forward ----------------------------------------------------
+    def release(self, owner: str, entries: tuple[tuple[str, int], ...]) -> None:
+        """KV transfer done: the owner's slots become evictable cache entries."""
+        held = self.held.pop(owner, 0)
+        given = 0
+        for key, n in entries:
+            n = min(n, held - given)
+            if n <= 0:
+                break
+            self._evictable[key] = self._evictable.get(key, 0) + n
+            self._evictable.move_to_end(key)
+            self._evict_total += n
+            given += n
+            self._op("release", owner=owner, key=key, tokens=n)
+        if held > given:  # slots not covered by an entry go straight back to free
+            self.free += held - given
+            self._op("free", owner=owner, tokens=held - given)
+
+    def check(self) -> None:
+        """Invariant: every slot is free, evictable, locked or held, exactly once."""
+        locked = sum(n for n, _ in self._locked.values())
+        total = self.free + self._evict_total + locked + sum(self.held.values())
+        assert self._evict_total == sum(self._evictable.values()), "evictable total drifted"
+        assert total <= self.size, f"pool over-committed: {total} > {self.size}"
+        assert self.free >= 0 and self._evict_total >= 0

@@ -1,0 +1,8 @@
+"""Scenarios: a starting state of a prefill node plus the work that reaches it.
+
+Either hand-written (a TOML file: configuration, pool, queue, arrivals, transfers) or
+driven by a Mooncake request trace (prefix hits from block-hash caches)."""
+
+from kvforensics.scenario.loader import Scenario, load_scenario, parse_scenario
+
+__all__ = ["Scenario", "load_scenario", "parse_scenario"]
