@@ -6,10 +6,10 @@ adder only asks it questions. A fresh budget is made every round; both offsets s
 
 from __future__ import annotations
 
-from enum import Enum
+from enum import StrEnum
 
 
-class AddResult(str, Enum):
+class AddResult(StrEnum):
     CONTINUE = "CONTINUE"
     NO_TOKEN = "NO_TOKEN"
     OTHER = "OTHER"

@@ -308,7 +308,7 @@ class PrefillNode:
     def _victim(self, pieces: list[tuple[str, int, int]]) -> str:
         """The request the out-of-memory is pinned on: the chunked one if any (its later
         pieces were promised at admission), else the last piece of the batch."""
-        for rid, _s, e in pieces:
+        for rid, _s, _e in pieces:
             req = self.requests.get(rid)
             if (
                 req is not None
