@@ -188,6 +188,8 @@ class PrefillNode:
         if not skipped:
             admitted = []
             for req in self.waiting:
+                if req.prefix_keys:
+                    self._refresh_prefix(req)
                 n = len(adder.pieces)
                 res = adder.add_one_req(req)
                 if len(adder.pieces) > n:
@@ -304,6 +306,16 @@ class PrefillNode:
         self.rounds.append(rec)
         self.round += 1
         return rec
+
+    def _refresh_prefix(self, req: Request) -> None:
+        """A waiting request's device prefix may have been evicted (tail first) since it
+        was matched. HiCache writes every block through to the host, so what left the
+        device is now a host hit to load back."""
+        cached = sum(self.pool.cached(k) for k in req.prefix_keys)
+        if cached < req.device_prefix:
+            cached = self.cfg.floor_page(cached)
+            req.host_hit += req.device_prefix - cached
+            req.device_prefix = cached
 
     def _victim(self, pieces: list[tuple[str, int, int]]) -> str:
         """The request the out-of-memory is pinned on: the chunked one if any (its later
