@@ -16,6 +16,23 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
+
+def _version(value: bool) -> None:
+    if value:
+        from kvforensics import __version__
+
+        typer.echo(f"kvforensics {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
+                                 help="Print the version and exit."),
+) -> None:
+    """Rebuild prefill scheduling rounds from SGLang logs and explain KV out-of-memory crashes."""
+
+
 # Command modules register themselves on `app` when imported.
 from kvforensics.cli import simulate  # noqa: E402,F401
 
@@ -26,3 +43,9 @@ def main() -> None:
     except KvfError as exc:
         typer.echo(f"error: {exc}", err=True)
         sys.exit(exc.exit_code)
+    except KeyboardInterrupt:
+        typer.echo("error: interrupted", err=True)
+        sys.exit(130)
+    except Exception as exc:  # a bug of ours: still one line, and a distinct exit code
+        typer.echo(f"internal error: {type(exc).__name__}: {exc}".splitlines()[0], err=True)
+        sys.exit(70)

@@ -14,3 +14,15 @@ err_console = Console(stderr=True)
 def print_json(obj: Any) -> None:
     """Plain JSON on stdout (no rich markup, so it can be piped)."""
     print(json.dumps(obj, indent=2, default=str))
+
+
+def split_policies(text: str) -> list[str]:
+    """``"prefix,fixed"`` -> names, checked against the model's policies."""
+    from kvforensics.errors import InputError
+    from kvforensics.model import POLICIES
+
+    names = [p.strip() for p in text.split(",") if p.strip()]
+    bad = [p for p in names if p not in POLICIES]
+    if bad or not names:
+        raise InputError(f"unknown policy {', '.join(bad) or '(none)'}; choose from {', '.join(POLICIES)}")
+    return names

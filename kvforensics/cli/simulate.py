@@ -1,1 +1,57 @@
 """`kvforensics simulate`: run a scenario through the admission model."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import polars as pl
+import typer
+from rich.table import Table
+
+from kvforensics.cli import app
+from kvforensics.cli._common import console, print_json, split_policies
+from kvforensics.ledger_io import write_frame
+from kvforensics.outputs import check_not_input
+from kvforensics.scenario import load_scenario
+
+
+@app.command()
+def simulate(
+    scenario: Annotated[Path, typer.Argument(help="Scenario TOML file.")],
+    policy: Annotated[str, typer.Option(help="Comma-separated policies.")] = "prefix,fixed",
+    rounds: Annotated[int | None, typer.Option(help="Stop after this many rounds.")] = None,
+    fmt: Annotated[str, typer.Option("--format", help="table | json")] = "table",
+    ledger: Annotated[
+        Path | None, typer.Option(help="Also write the ledgers (.parquet/.csv/.json/.ndjson).")
+    ] = None,
+) -> None:
+    """Re-run a scenario's rounds under each policy and show decisions, pieces and any OOM."""
+    sc = load_scenario(scenario)
+    results = [sc.build_node(p).run(rounds) for p in split_policies(policy)]
+    if ledger is not None:
+        check_not_input(ledger, [scenario])
+        write_frame(pl.concat([r.ledger_frame() for r in results]), ledger)
+    if fmt == "json":
+        print_json([r.as_dict() for r in results])
+        return
+    if fmt != "table":
+        raise typer.BadParameter("--format must be table or json")
+    for r in results:
+        table = Table(title=f"{sc.name} under [bold]{r.policy}[/]", show_lines=False)
+        for col in ("round", "time s", "pieces [start, end)", "decisions", "B after"):
+            table.add_column(col, justify="right" if col in ("round", "time s", "B after") else "left")
+        for rec in r.rounds:
+            pieces = ", ".join(f"{x} [{s}, {e})" for x, s, e in rec.pieces) or "-"
+            dec = ", ".join(f"{x}: {d}/{b}" for c, x, d, b in rec.decisions if c == "add_one_req")
+            if rec.skipped_waiting:
+                dec = (dec + " " if dec else "") + "(waiting queue skipped)"
+            table.add_row(str(rec.round), f"{rec.time:.2f}", pieces, dec or "-", str(rec.baseline_end))
+        console.print(table)
+        if r.oom:
+            console.print(
+                f"[bold red]out of memory[/] in round {r.oom.round} for {r.oom.rid}: "
+                f"tried to allocate {r.oom.tokens} tokens, {r.oom.available} available"
+            )
+        else:
+            console.print(f"[green]no out of memory[/] under {r.policy}")

@@ -94,6 +94,37 @@ class RunResult:
     pool: PagePool
     waiting_left: list[str] = field(default_factory=list)
 
+    def ledger_frame(self):
+        """The ledger as a DataFrame, with the policy as first column."""
+        import polars as pl
+
+        return self.ledger.to_frame().select(pl.lit(self.policy).alias("policy"), pl.all())
+
+    def as_dict(self) -> dict:
+        return {
+            "policy": self.policy,
+            "oom": self.oom.as_dict() if self.oom else None,
+            "rounds": [
+                {
+                    "round": r.round,
+                    "time": round(r.time, 6),
+                    "pieces": [{"rid": x, "start": s, "end": e} for x, s, e in r.pieces],
+                    "decisions": [
+                        {"call": c, "rid": x, "decision": d, "result": b}
+                        for c, x, d, b in r.decisions
+                    ],
+                    "skipped_waiting": r.skipped_waiting,
+                    "baseline_start": r.baseline_start,
+                    "baseline_end": r.baseline_end,
+                }
+                for r in self.rounds
+            ],
+            "unfinished": sorted(
+                rid for rid, q in self.requests.items()
+                if q.finished_round is None
+            ),
+        }
+
 
 class PrefillNode:
     def __init__(
@@ -177,6 +208,7 @@ class PrefillNode:
 
         pool, cfg = self.pool, self.cfg
         pool.round = self.round
+        t_start = self.now
         base0 = pool.baseline()
         adder = PrefillAdder(
             cfg, self.policy, pool, round_no=self.round, ledger=self.ledger, profile=self.profile
@@ -213,7 +245,7 @@ class PrefillNode:
             self.rounds.append(
                 RoundRecord(
                     self.round,
-                    self.now,
+                    t_start,
                     [],
                     decisions,
                     skipped,
@@ -294,7 +326,7 @@ class PrefillNode:
         tail = self.chunked.seq_len - self.chunked.done if self.chunked else 0
         rec = RoundRecord(
             self.round,
-            self.now,
+            t_start,
             pieces,
             decisions,
             skipped,
