@@ -1,0 +1,64 @@
+"""What a parse saw: counts, samples of what it did not understand, and what it could not read."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass
+class FileSummary:
+    path: str
+    gzip: bool
+    bytes_on_disk: int
+    bytes_read: int = 0  # decompressed
+    lines: int = 0
+    ranks: set[str] = field(default_factory=set)
+    cut_last_line: bool = False  # no newline at the end: the last line may be cut short
+
+
+@dataclass
+class ParseSummary:
+    files: list[FileSummary] = field(default_factory=list)
+    matched: dict[str, int] = field(default_factory=dict)
+    unmatched: int = 0
+    unmatched_samples: list[tuple[str, int, str]] = field(default_factory=list)
+    attached_lines: int = 0  # continuation lines owned by multi-line events
+    blank_lines: int = 0
+    gaps: list[str] = field(default_factory=list)
+
+    @property
+    def lines(self) -> int:
+        return sum(f.lines for f in self.files)
+
+    @property
+    def bytes_read(self) -> int:
+        return sum(f.bytes_read for f in self.files)
+
+    @property
+    def events(self) -> int:
+        return sum(self.matched.values())
+
+    @property
+    def decode_node(self) -> bool:
+        """Decode batch lines mean a decode (or colocated) node, not a prefill node."""
+        return self.matched.get("decode_batch", 0) > 0
+
+    @property
+    def cut_lines(self) -> list[str]:
+        return [f.path for f in self.files if f.cut_last_line]
+
+    def to_dict(self) -> dict:
+        return {
+            "files": [
+                {**f.__dict__, "ranks": sorted(f.ranks)} for f in self.files
+            ],
+            "lines": self.lines,
+            "bytes_read": self.bytes_read,
+            "matched": dict(sorted(self.matched.items())),
+            "unmatched": self.unmatched,
+            "unmatched_samples": [list(s) for s in self.unmatched_samples],
+            "attached_lines": self.attached_lines,
+            "blank_lines": self.blank_lines,
+            "decode_node": self.decode_node,
+            "gaps": list(self.gaps),
+        }
