@@ -1,0 +1,64 @@
+"""`kvforensics parse`: scheduler logs -> an events file, plus a summary of what was read."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from kvforensics.cli import app
+from kvforensics.cli._common import console
+from kvforensics.logs import ParseSummary, load_catalogue
+from kvforensics.logs.writers import events_lazy, output_kind, sink_events
+from kvforensics.outputs import atomic_write, check_not_input
+
+
+@app.command()
+def parse(
+    logs: Annotated[list[Path], typer.Argument(help="Log files (plain or gzip), one per rank or restart.")],
+    out: Annotated[Path, typer.Option("-o", "--out", help="Events file: .parquet, .csv or .ndjson.")],
+    formats: Annotated[
+        list[Path] | None, typer.Option("--formats", help="Extra format catalogue TOML (repeatable).")
+    ] = None,
+    progress: Annotated[bool, typer.Option(help="Progress bar on stderr for large inputs.")] = True,
+) -> None:
+    """Read scheduler logs into typed events (one row per recognised line)."""
+    kind = output_kind(out)
+    check_not_input(out, [*logs, *(formats or [])])
+    cat = load_catalogue(formats)
+    summary = ParseSummary()
+    lf = events_lazy(logs, summary, catalogue=cat, progress=progress)
+    atomic_write(out, lambda tmp: sink_events(lf, tmp, kind))
+    print_summary(summary, out)
+
+
+def print_summary(s: ParseSummary, out: Path) -> None:
+    mb = s.bytes_read / 1e6
+    console.print(f"read {len(s.files)} file(s), {mb:.1f} MB, {s.lines} lines -> "
+                  f"{s.events} events in {escape(str(out))}")
+    table = Table(title="events by kind")
+    table.add_column("kind")
+    table.add_column("lines", justify="right")
+    for k, n in sorted(s.matched.items(), key=lambda kv: -kv[1]):
+        table.add_row(k, str(n))
+    table.add_row("[dim]attached to multi-line events[/]", str(s.attached_lines))
+    table.add_row("[yellow]unmatched[/]", str(s.unmatched))
+    console.print(table)
+    for f in s.files:
+        ranks = ", ".join(sorted(f.ranks)) or "no rank tags"
+        console.print(f"  {escape(f.path)}{' (gzip)' if f.gzip else ''}: {f.lines} lines, {ranks}")
+    if s.unmatched_samples:
+        console.print("unmatched lines (first few):")
+        for path, line, text in s.unmatched_samples:
+            console.print(f"  {escape(path)}:{line}: {escape(text[:160])}", soft_wrap=True)
+    if s.decode_node:
+        console.print("[bold yellow]warning:[/] Decode batch lines found: this log is from a "
+                      "decode or colocated node, not a prefill-only node")
+    for path in s.cut_lines:
+        console.print(f"[yellow]note:[/] {escape(path)} does not end with a newline; "
+                      "its last line may be cut short (flagged `truncated`)")
+    for gap in s.gaps:
+        console.print(f"[bold yellow]gap:[/] {escape(gap)}")
