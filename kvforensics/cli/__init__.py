@@ -35,6 +35,7 @@ def _root(
 
 # Command modules register themselves on `app` when imported.
 from kvforensics.cli import simulate  # noqa: E402,F401
+from kvforensics.cli import parse  # noqa: E402,F401
 
 
 def main() -> None:
