@@ -34,8 +34,10 @@ def _root(
 
 
 # Command modules register themselves on `app` when imported.
-from kvforensics.cli import simulate  # noqa: E402,F401
-from kvforensics.cli import parse  # noqa: E402,F401
+from kvforensics.cli import (  # noqa: E402
+    parse,  # noqa: F401
+    simulate,  # noqa: F401
+)
 
 
 def main() -> None:

@@ -58,10 +58,49 @@ class PrefillAdder:
                 return aligned
         return end
 
-    def _log(self, **row: object) -> None:
+    def _log(
+        self,
+        call,
+        req,
+        base,
+        base_after,
+        t0,
+        c0,
+        chunk0,
+        decision,
+        start,
+        end,
+        load_back,
+        state,
+        reserved,
+        forced=None,
+        reason=None,
+    ) -> None:
         self.step += 1
         if self.ledger is not None:
-            self.ledger.add(round=self.round, step=self.step, **row)
+            b = self.budget
+            self.ledger.step(
+                self.round,
+                self.step,
+                call,
+                req,
+                base,
+                base_after,
+                t0,
+                b.total_offset,
+                c0,
+                b.cur_offset,
+                chunk0,
+                b.rem_chunk,
+                decision,
+                start,
+                end,
+                load_back,
+                state,
+                reserved,
+                forced,
+                reason,
+            )
 
     # -- the chunked request of the previous round ----------------------------
     def add_chunked_req(self, req: Request) -> Request | None:
@@ -89,27 +128,19 @@ class PrefillAdder:
         self.pieces.append((req, start, end))
         state = b.state(base)
         self._log(
-            call="add_chunked_req",
-            rid=req.rid,
-            seq_len=req.seq_len,
-            device_prefix=req.device_prefix,
-            host_hit=req.host_hit,
-            baseline=base,
-            baseline_after=base,
-            total_offset_before=t0,
-            total_offset_after=b.total_offset,
-            cur_offset_before=c0,
-            cur_offset_after=b.cur_offset,
-            rem_total_tokens=rem_total,
-            cur_rem_tokens=base - c0,
-            rem_chunk_tokens=chunk0,
-            rem_chunk_after=b.rem_chunk,
-            decision="resumed",
-            start=start,
-            end=end,
-            load_back=0,
-            budget_state=state.value,
-            reserved_tail=reserved,
+            "add_chunked_req",
+            req,
+            base,
+            base,
+            t0,
+            c0,
+            chunk0,
+            "resumed",
+            start,
+            end,
+            0,
+            state.value,
+            reserved,
             forced=forced,
         )
         return req if truncated else None
@@ -120,7 +151,7 @@ class PrefillAdder:
         pool.lock(req.prefix_keys)
         base = pool.baseline()
         t0, c0, chunk0 = b.total_offset, b.cur_offset, b.rem_chunk
-        rem_total, cur_rem = base - t0, base - c0
+        rem_total = base - t0
         # The whole remaining prompt, host hits included: every later piece comes out of
         # the same pool.
         need = self.profile.memory_need(req.seq_len - req.device_prefix, cfg)
@@ -153,25 +184,19 @@ class PrefillAdder:
         if result is not None:
             pool.unlock(req.prefix_keys)
             self._log(
-                call="add_one_req",
-                rid=req.rid,
-                seq_len=req.seq_len,
-                device_prefix=req.device_prefix,
-                host_hit=req.host_hit,
-                baseline=base,
-                baseline_after=base,
-                total_offset_before=t0,
-                total_offset_after=t0,
-                cur_offset_before=c0,
-                cur_offset_after=c0,
-                rem_total_tokens=rem_total,
-                cur_rem_tokens=cur_rem,
-                rem_chunk_tokens=chunk0,
-                rem_chunk_after=chunk0,
-                decision="rejected",
-                budget_state=result.value,
-                reserved_tail=0,
-                load_back=0,
+                "add_one_req",
+                req,
+                base,
+                base,
+                t0,
+                c0,
+                chunk0,
+                "rejected",
+                None,
+                None,
+                0,
+                result.value,
+                0,
                 reason=reason,
             )
             return result
@@ -192,26 +217,18 @@ class PrefillAdder:
         base_after = pool.baseline()
         state = b.state(base_after)
         self._log(
-            call="add_one_req",
-            rid=req.rid,
-            seq_len=req.seq_len,
-            device_prefix=req.device_prefix,
-            host_hit=req.host_hit,
-            baseline=base,
-            baseline_after=base_after,
-            total_offset_before=t0,
-            total_offset_after=b.total_offset,
-            cur_offset_before=c0,
-            cur_offset_after=b.cur_offset,
-            rem_total_tokens=rem_total,
-            cur_rem_tokens=cur_rem,
-            rem_chunk_tokens=chunk0,
-            rem_chunk_after=b.rem_chunk,
-            decision="truncated" if truncated else "full",
-            start=prefix,
-            end=end,
-            load_back=req.host_hit,
-            budget_state=state.value,
-            reserved_tail=reserved,
+            "add_one_req",
+            req,
+            base,
+            base_after,
+            t0,
+            c0,
+            chunk0,
+            "truncated" if truncated else "full",
+            prefix,
+            end,
+            req.host_hit,
+            state.value,
+            reserved,
         )
         return state

@@ -47,7 +47,62 @@ class Ledger:
         self.rows: list[tuple] = []
 
     def add(self, **values: object) -> None:
-        self.rows.append(tuple(values.get(c) for c in NAMES))
+        self.rows.append(tuple(map(values.get, NAMES)))
+
+    def step(
+        self,
+        round_no,
+        step,
+        call,
+        req,
+        base,
+        base_after,
+        t0,
+        t1,
+        c0,
+        c1,
+        chunk0,
+        chunk1,
+        decision,
+        start,
+        end,
+        load_back,
+        state,
+        reserved,
+        forced=None,
+        reason=None,
+    ) -> None:
+        """The adder's hot path: one positional tuple, no keyword dict."""
+        self.rows.append(
+            (
+                round_no,
+                step,
+                call,
+                req.rid,
+                req.seq_len,
+                req.device_prefix,
+                req.host_hit,
+                base,
+                base_after,
+                t0,
+                t1,
+                c0,
+                c1,
+                base - t0,
+                base - c0,
+                chunk0,
+                chunk1,
+                decision,
+                start,
+                end,
+                load_back,
+                None,
+                state,
+                reserved,
+                forced,
+                reason,
+            )
+        )
 
     def __len__(self) -> int:
         return len(self.rows)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import heapq
 import math
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from kvforensics.model.adder import CONTINUE, PrefillAdder
 from kvforensics.model.config import Config
@@ -38,6 +39,16 @@ class Timing:
     def transfer_seconds(self, tokens: int) -> float:
         rate = self.transfer_tokens_per_s
         return self.transfer_latency_s + (tokens / rate if rate else 0.0)
+
+
+class PrefixSource(Protocol):
+    """Where prefix hits come from when they are not fixed in advance (trace-driven runs)."""
+
+    def match(self, req: Request, pool: PagePool) -> None:
+        """Set ``req``'s device prefix, host hit and cache keys from what is cached now."""
+
+    def on_transfer_done(self, req: Request) -> None:
+        """``req``'s KV has left for the decode node and is cache from now on."""
 
 
 @dataclass(slots=True)
@@ -120,8 +131,7 @@ class RunResult:
                 for r in self.rounds
             ],
             "unfinished": sorted(
-                rid for rid, q in self.requests.items()
-                if q.finished_round is None
+                rid for rid, q in self.requests.items() if q.finished_round is None
             ),
         }
 
@@ -142,9 +152,11 @@ class PrefillNode:
         first_round: int = 0,
         start_time: float = 0.0,
         record: bool = True,
+        prefix_cache: PrefixSource | None = None,
     ):
         self.cfg, self.policy, self.pool, self.profile = cfg, policy, pool, profile
         self.timing = timing
+        self.prefix_cache = prefix_cache
         self.waiting: list[Request] = list(waiting)
         self.chunked = chunked
         self._inflight: list[tuple[float, int, Inflight]] = []
@@ -177,6 +189,8 @@ class PrefillNode:
             keys = item.cache_keys or ((f"kv:{item.rid}", self.pool.held.get(item.rid, 0)),)
             self.pool.release(item.rid, keys)
             self.pool.unlock(item.prefix_keys)
+            if self.prefix_cache is not None and item.rid in self.requests:
+                self.prefix_cache.on_transfer_done(self.requests[item.rid])
 
     def _next_event_time(self) -> float:
         t = math.inf
@@ -218,20 +232,22 @@ class PrefillNode:
             adder.add_chunked_req(self.chunked)
             skipped = adder.budget_state() is not CONTINUE
         if not skipped:
-            admitted = []
+            # NOTE: a refusal always ends the loop (it returns NO_TOKEN or OTHER), so the
+            # admitted requests are exactly the first ones of the queue.
+            admitted = 0
             for req in self.waiting:
-                if req.prefix_keys:
+                if self.prefix_cache is not None:
+                    self.prefix_cache.match(req, pool)
+                elif req.prefix_keys:
                     self._refresh_prefix(req)
                 n = len(adder.pieces)
                 res = adder.add_one_req(req)
                 if len(adder.pieces) > n:
-                    admitted.append(req)
+                    admitted += 1
                     req.admitted_round = self.round
                 if res is not CONTINUE:
                     break
-            if admitted:
-                gone = {id(r) for r in admitted}
-                self.waiting = [r for r in self.waiting if id(r) not in gone]
+            del self.waiting[:admitted]
 
         decisions = []
         if self.ledger is not None:

@@ -223,7 +223,9 @@ class PagePool:
             n = min(n, held - given)
             if n <= 0:
                 break
-            self._evictable[key] = self._evictable.get(key, 0) + n
+            if key in self._evictable or key in self._locked:
+                continue  # computed twice: the copy already cached wins, ours is freed below
+            self._evictable[key] = n
             self._evictable.move_to_end(key)
             self._evict_total += n
             given += n

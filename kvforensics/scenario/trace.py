@@ -1,0 +1,115 @@
+"""Work from a Mooncake request trace: arrivals, lengths and block hashes."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from kvforensics.errors import InputError
+from kvforensics.model import (
+    Config,
+    PagePool,
+    PrefillNode,
+    Request,
+    get_policy,
+    get_profile,
+)
+from kvforensics.model.prefix_cache import BlockPrefixCache
+
+if TYPE_CHECKING:
+    from kvforensics.scenario.loader import Scenario
+
+
+@dataclass
+class TraceRow:
+    arrival: float
+    input_length: int
+    hash_ids: tuple[int, ...]
+
+
+def read_trace(
+    path: Path, *, limit: int | None = None, time_scale: float = 0.001
+) -> list[TraceRow]:
+    """Rows of a Mooncake JSONL trace; ``time_scale`` turns its ms timestamps into seconds."""
+    rows = []
+    n = 0
+    try:
+        with path.open(encoding="utf-8") as fh:
+            for line in fh:
+                n += 1
+                if limit is not None and len(rows) >= limit:
+                    break
+                if not line.strip():
+                    continue
+                obj = json.loads(line)
+                rows.append(
+                    TraceRow(
+                        obj["timestamp"] * time_scale,
+                        int(obj["input_length"]),
+                        tuple(obj["hash_ids"]),
+                    )
+                )
+    except FileNotFoundError:
+        raise InputError(f"{path}: no such trace file") from None
+    except (json.JSONDecodeError, KeyError, TypeError) as exc:
+        raise InputError(f"{path}:{n}: not a Mooncake trace row ({exc})") from None
+    return rows
+
+
+@dataclass
+class TraceWorkload:
+    rows: list[TraceRow]
+    block_size: int = 512
+    host_capacity: int = 0
+    rid_prefix: str = "mc-"
+
+    @classmethod
+    def from_table(cls, table: dict[str, Any], *, base: Path | None, cfg: Config) -> TraceWorkload:
+        if "file" not in table:
+            raise InputError("[trace] needs file = path of a Mooncake JSONL trace")
+        path = Path(table["file"])
+        if not path.is_absolute() and base is not None:
+            path = base / path
+        rows = read_trace(
+            path, limit=table.get("limit"), time_scale=float(table.get("time_scale", 0.001))
+        )
+        return cls(
+            rows,
+            int(table.get("block_size", 512)),
+            int(table.get("host_capacity", 0)),
+            str(table.get("rid_prefix", "mc-")),
+        )
+
+    def build_node(
+        self, sc: Scenario, policy: str, *, record: bool = True, record_ops: bool = False
+    ) -> PrefillNode:
+        # Pool operations (for `exec`) are many per block on long traces: opt-in.
+        cfg = sc.cfg
+        cache = BlockPrefixCache(cfg, block_size=self.block_size, host_capacity=self.host_capacity)
+        arrivals = []
+        for i, row in enumerate(self.rows):
+            rid = f"{self.rid_prefix}{i:06d}"
+            cache.add(rid, row.hash_ids)
+            arrivals.append(Request(rid, row.input_length, arrival=row.arrival))
+        pool = PagePool(
+            page_size=cfg.page_size,
+            size=cfg.pool_size,
+            free=sc.free,
+            evictable={"cache": sc.evictable} if sc.evictable else None,
+            cache_kind=cfg.cache_kind,
+            record=record and record_ops,
+        )
+        return PrefillNode(
+            cfg,
+            get_policy(policy),
+            pool,
+            arrivals=arrivals,
+            timing=sc.timing,
+            profile=get_profile(sc.profile),
+            first_round=sc.first_round,
+            start_time=sc.start_time,
+            record=record,
+            prefix_cache=cache,
+        )
