@@ -1,0 +1,221 @@
+"""``execute(plan)``: perform a plan's steps on a real KV cache and say what happened.
+
+The allocator decides on its own whether a batch fits; the model's out-of-memory is read
+only at the end, to compare. Integrity is checked after every round and at the end.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from kvforensics.exec import content
+from kvforensics.exec.allocator import KvOutOfMemory, PageAllocator
+from kvforensics.exec.kvcache import KvCache, KvLayout
+from kvforensics.exec.plan import Plan
+from kvforensics.exec.store import get_store, resolve
+
+DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
+
+
+def default_layout(device: str, layers: int | None, kv_dim: int | None, rope_dim: int | None,
+                   dtype: torch.dtype = torch.bfloat16) -> KvLayout:
+    """Full size on CUDA (61 layers, 512 + 64); on CPU 1 layer of width 8, which keeps the
+    slot count, and so the out-of-memory point, exact and runs in seconds."""
+    cuda = device.startswith("cuda")
+    return KvLayout(
+        layers=layers if layers is not None else (61 if cuda else 1),
+        kv_lora_rank=kv_dim if kv_dim is not None else (512 if cuda else 8),
+        rope_dim=rope_dim if rope_dim is not None else (64 if cuda else 0),
+        dtype=dtype,
+    )
+
+
+@dataclass
+class ExecResult:
+    name: str
+    policy: str
+    device: str
+    backend: str
+    layout: KvLayout
+    oom: dict[str, Any] | None
+    oom_message: str | None
+    model_oom: dict[str, Any] | None
+    integrity: list[str]
+    rounds: int
+    seconds: float
+    completed: list[str] = field(default_factory=list)
+    incomplete: list[str] = field(default_factory=list)
+    stats: dict[str, int] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def agrees_with_model(self) -> bool:
+        return self.oom == self.model_oom
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "policy": self.policy,
+            "device": self.device,
+            "backend": self.backend,
+            "layout": self.layout.as_dict(),
+            "oom": self.oom,
+            "oom_message": self.oom_message,
+            "model_oom": self.model_oom,
+            "agrees_with_model": self.agrees_with_model,
+            "integrity": self.integrity or "ok",
+            "rounds": self.rounds,
+            "completed": self.completed,
+            "incomplete": self.incomplete,
+            "stats": self.stats,
+            "notes": self.notes,
+            "seconds": round(self.seconds, 4),
+        }
+
+
+def _sync(device: str) -> None:
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+
+
+def execute(
+    plan: Plan,
+    *,
+    device: str | None = None,
+    backend: str = "auto",
+    layers: int | None = None,
+    kv_dim: int | None = None,
+    rope_dim: int | None = None,
+    dtype: torch.dtype = torch.bfloat16,
+    check_rounds: bool = True,
+    allocator_cls: type[PageAllocator] = PageAllocator,
+    on_step: Callable[[int, int], None] | None = None,
+) -> ExecResult:
+    """Perform ``plan`` on a KV cache of ``plan.snapshot.size`` slots.
+
+    ``check_rounds``: read back every live row after each round (always at the end).
+    ``allocator_cls``: for tests that break the allocator on purpose.
+    """
+    t0 = time.perf_counter()
+    device, backend = resolve(device, backend)
+    layout = default_layout(device, layers, kv_dim, rope_dim, dtype)
+    snap = plan.snapshot
+    page = snap.page_size
+    alloc = allocator_cls(snap, content.seed_of)
+    cache = KvCache(layout, snap.size, device, get_store(backend))
+    cache.write(alloc.initial_content())  # the cache and inflight KV that exist at the start
+
+    # The host cache exists before the run (HiCache wrote it earlier): build it up front.
+    hosts = {
+        i: cache.host_rows(content.seed_of(s.owner), s.start, s.end)
+        for i, s in enumerate(plan.steps)
+        if s.kind == "load_back"
+    }
+    _sync(device)
+    setup_s = time.perf_counter() - t0
+
+    oom = oom_msg = None
+    failures: list[str] = []
+    first_round: dict[str, int] = dict.fromkeys((r for r, _ in snap.held), -1)
+    written_end: dict[str, int] = {}
+    rounds = 0
+    loaded = 0
+
+    def check(label: str) -> None:
+        failures.extend(f"{label}: {p}" for p in alloc.check_structure())
+        failures.extend(f"{label}: {p}" for p in cache.check(alloc.holders(), page))
+
+    total = len(plan.steps)
+    for i, step in enumerate(plan.steps):
+        try:
+            if step.kind == "lock":
+                alloc.lock(step.key)
+            elif step.kind == "unlock":
+                alloc.unlock(step.key)
+            elif step.kind == "release":
+                alloc.release(step.owner, step.entries)
+            elif step.kind == "load_back":
+                first_round.setdefault(step.owner, step.round)
+                runs = alloc.alloc(step.owner, step.start, step.end)
+                cache.load_back(runs, hosts.pop(i), step.start)
+                loaded += step.end - step.start
+            elif step.kind == "batch":
+                rounds += 1
+                need = alloc.batch_pages(step.pieces)
+                if not alloc.fits(need):
+                    # The batch is allocated at once: all of it or out of memory.
+                    victim = _victim(step.pieces, first_round, step.round)
+                    tokens = sum(e - s for _, s, e in step.pieces)
+                    raise _Blamed(alloc.out_of_memory(tokens), step.round, victim)
+                for rid, s, e in step.pieces:
+                    first_round.setdefault(rid, step.round)
+                    cache.write(alloc.alloc(rid, s, e))
+                    written_end[rid] = max(written_end.get(rid, 0), e)
+                if check_rounds:
+                    check(f"round {step.round}")
+            else:
+                raise ValueError(f"unknown step kind {step.kind!r}")
+        except _Blamed as exc:
+            oom, oom_msg = exc.as_dict(), str(exc.error)
+            break
+        except KvOutOfMemory as exc:  # a load-back that did not fit
+            oom = {"round": step.round, "rid": step.owner, "tokens": exc.tokens,
+                   "available": exc.available}
+            oom_msg = str(exc)
+            break
+        if on_step is not None:
+            on_step(i + 1, total)
+    check("end")
+    _sync(device)
+    seq = plan.seq_lens
+    completed = sorted(r for r in seq if written_end.get(r, 0) >= seq[r])
+    return ExecResult(
+        name=plan.name,
+        policy=plan.policy,
+        device=device,
+        backend=backend,
+        layout=layout,
+        oom=oom,
+        oom_message=oom_msg,
+        model_oom=plan.model_oom,
+        integrity=failures,
+        rounds=rounds,
+        seconds=time.perf_counter() - t0,
+        completed=completed,
+        incomplete=sorted(set(seq) - set(completed)),
+        stats={
+            "slots": snap.size,
+            "page_size": page,
+            "kv_bytes": snap.size * layout.bytes_per_slot(),
+            "rows_written": cache.rows_written,
+            "rows_loaded_back": loaded,
+            "pages_evicted": alloc.evicted_pages,
+            "pages_reused": alloc.reused_pages,
+            "setup_ms": round(setup_s * 1000, 1),
+        },
+        notes=alloc.notes,
+    )
+
+
+class _Blamed(Exception):
+    def __init__(self, error: KvOutOfMemory, rnd: int, rid: str):
+        super().__init__(str(error))
+        self.error, self.round, self.rid = error, rnd, rid
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"round": self.round, "rid": self.rid, "tokens": self.error.tokens,
+                "available": self.error.available}
+
+
+def _victim(pieces, first_round: dict[str, int], rnd: int) -> str:
+    """Whom the out-of-memory is pinned on: a request that got slots in an earlier round
+    (its later pieces were promised when it was admitted), else the batch's last piece."""
+    for rid, _s, _e in pieces:
+        if first_round.get(rid, rnd) < rnd:
+            return rid
+    return pieces[-1][0]
