@@ -19,11 +19,11 @@ def _store_rows(
     src,
     idx,
     n_rows,
-    width,
     dst_stride_layer,
     dst_stride_slot,
     src_stride_layer,
     src_stride_row,
+    WIDTH: tl.constexpr,
     BLOCK_N: tl.constexpr,
     BLOCK_W: tl.constexpr,
 ):
@@ -35,9 +35,11 @@ def _store_rows(
     slot = tl.load(idx + rows, mask=row_ok, other=0).to(tl.int64)
     src_row = src + layer * src_stride_layer + rows.to(tl.int64)[:, None] * src_stride_row
     dst_row = dst + layer * dst_stride_layer + slot[:, None] * dst_stride_slot
-    for w0 in range(0, width, BLOCK_W):
+    # The row width is a compile-time constant (one pool, one width): the loop unrolls and
+    # a width that is a power of two needs no column mask.
+    for w0 in tl.static_range(0, WIDTH, BLOCK_W):
         cols = w0 + tl.arange(0, BLOCK_W)
-        ok = row_ok[:, None] & (cols < width)[None, :]
+        ok = row_ok[:, None] & (cols < WIDTH)[None, :]
         tl.store(dst_row + cols[None, :], tl.load(src_row + cols[None, :], mask=ok), mask=ok)
 
 
@@ -55,11 +57,11 @@ def store_rows(dst, idx, src, *, block_rows: int | None = None, num_warps: int =
         src,
         idx,
         n,
-        width,
         dst.stride(0),
         dst.stride(1),
         src.stride(0),
         src.stride(1),
+        WIDTH=width,
         BLOCK_N=block_n,
         BLOCK_W=block_w,
         num_warps=num_warps,

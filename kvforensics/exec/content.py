@@ -40,9 +40,7 @@ def column_keys(layers: range, width: int, device: torch.device | str) -> torch.
     return _mix(ly[:, None] * 65599 + col[None, :] + 0x2545F49)
 
 
-def generate(
-    rows: torch.Tensor, cols: torch.Tensor, dtype: torch.dtype
-) -> torch.Tensor:
+def generate(rows: torch.Tensor, cols: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     """Values for ``rows`` (row_keys, [n]) × ``cols`` (column_keys, [L, W]) -> [L, n, W]."""
     x = rows[None, :, None] ^ cols[:, None, :]
     x = (x * 0x2C1B3C6D) & _M31

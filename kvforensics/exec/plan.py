@@ -114,9 +114,7 @@ def plan_from_run(
     ``(round, rid, start, end)``: what the scheduler asked for in a round whose allocation
     is missing from ``ops``. ``cfg`` (page and pool size) only cross-checks the snapshot.
     """
-    if cfg is not None and (
-        cfg.page_size != snapshot.page_size or cfg.pool_size != snapshot.size
-    ):
+    if cfg is not None and (cfg.page_size != snapshot.page_size or cfg.pool_size != snapshot.size):
         raise InputError(
             f"plan: snapshot (page {snapshot.page_size}, pool {snapshot.size}) does not match "
             f"the config (page {cfg.page_size}, pool {cfg.pool_size})"

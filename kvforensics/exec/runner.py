@@ -22,8 +22,13 @@ from kvforensics.exec.store import get_store, resolve
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 
 
-def default_layout(device: str, layers: int | None, kv_dim: int | None, rope_dim: int | None,
-                   dtype: torch.dtype = torch.bfloat16) -> KvLayout:
+def default_layout(
+    device: str,
+    layers: int | None,
+    kv_dim: int | None,
+    rope_dim: int | None,
+    dtype: torch.dtype = torch.bfloat16,
+) -> KvLayout:
     """Full size on CUDA (61 layers, 512 + 64); on CPU 1 layer of width 8, which keeps the
     slot count, and so the out-of-memory point, exact and runs in seconds."""
     cuda = device.startswith("cuda")
@@ -164,8 +169,12 @@ def execute(
             oom, oom_msg = exc.as_dict(), str(exc.error)
             break
         except KvOutOfMemory as exc:  # a load-back that did not fit
-            oom = {"round": step.round, "rid": step.owner, "tokens": exc.tokens,
-                   "available": exc.available}
+            oom = {
+                "round": step.round,
+                "rid": step.owner,
+                "tokens": exc.tokens,
+                "available": exc.available,
+            }
             oom_msg = str(exc)
             break
         if on_step is not None:
@@ -208,8 +217,12 @@ class _Blamed(Exception):
         self.error, self.round, self.rid = error, rnd, rid
 
     def as_dict(self) -> dict[str, Any]:
-        return {"round": self.round, "rid": self.rid, "tokens": self.error.tokens,
-                "available": self.error.available}
+        return {
+            "round": self.round,
+            "rid": self.rid,
+            "tokens": self.error.tokens,
+            "available": self.error.available,
+        }
 
 
 def _victim(pieces, first_round: dict[str, int], rnd: int) -> str:

@@ -66,7 +66,9 @@ def _import_triton_store(interpret: bool):
     try:
         from kvforensics.exec import _triton_store
     except ImportError as exc:
-        raise KvfError(f"the {'interpret' if interpret else 'triton'} backend needs triton: {INSTALL_HINT}") from exc
+        raise KvfError(
+            f"the {'interpret' if interpret else 'triton'} backend needs triton: {INSTALL_HINT}"
+        ) from exc
     return _triton_store.store_rows
 
 
@@ -85,7 +87,9 @@ def resolve(device: str | None, backend: str) -> tuple[str, str]:
     if backend == "auto":
         backend = "triton" if on_cuda else "torch"
     if backend == "triton" and not on_cuda:
-        raise KvfError("the compiled Triton kernel needs CUDA; on CPU use --backend torch or interpret")
+        raise KvfError(
+            "the compiled Triton kernel needs CUDA; on CPU use --backend torch or interpret"
+        )
     if backend == "interpret" and on_cuda:
         raise KvfError("the Triton interpreter runs on CPU tensors; use --device cpu")
     return device, backend
