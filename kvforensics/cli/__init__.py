@@ -35,6 +35,7 @@ def _root(
 
 # Command modules register themselves on `app` when imported.
 from kvforensics.cli import (  # noqa: E402
+    exec,  # noqa: F401
     parse,  # noqa: F401
     simulate,  # noqa: F401
 )

@@ -6,6 +6,7 @@ only at the end, to compare. Integrity is checked after every round and at the e
 
 from __future__ import annotations
 
+import hashlib
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -57,6 +58,9 @@ class ExecResult:
     incomplete: list[str] = field(default_factory=list)
     stats: dict[str, int] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    kv_digest: str | None = None
+    #: the KV tensor at the end (``keep_kv=True``), for comparing backends
+    kv: Any = None
 
     @property
     def agrees_with_model(self) -> bool:
@@ -79,6 +83,7 @@ class ExecResult:
             "incomplete": self.incomplete,
             "stats": self.stats,
             "notes": self.notes,
+            "kv_digest": self.kv_digest,
             "seconds": round(self.seconds, 4),
         }
 
@@ -100,11 +105,13 @@ def execute(
     check_rounds: bool = True,
     allocator_cls: type[PageAllocator] = PageAllocator,
     on_step: Callable[[int, int], None] | None = None,
+    keep_kv: bool = False,
 ) -> ExecResult:
     """Perform ``plan`` on a KV cache of ``plan.snapshot.size`` slots.
 
     ``check_rounds``: read back every live row after each round (always at the end).
     ``allocator_cls``: for tests that break the allocator on purpose.
+    ``keep_kv``: return the final KV tensor on the result.
     """
     t0 = time.perf_counter()
     device, backend = resolve(device, backend)
@@ -208,7 +215,17 @@ def execute(
             "setup_ms": round(setup_s * 1000, 1),
         },
         notes=alloc.notes,
+        kv_digest=_digest(cache.kv),
+        kv=cache.kv if keep_kv else None,
     )
+
+
+def _digest(kv: torch.Tensor) -> str | None:
+    """sha256 of the whole pool's bytes, to compare backends across processes (the
+    interpreter runs in its own). Skipped past 1 GiB: hashing 18 GB on the host is slow."""
+    if kv.numel() * kv.element_size() > 1 << 30:
+        return None
+    return hashlib.sha256(kv.cpu().contiguous().view(torch.uint8).numpy().tobytes()).hexdigest()
 
 
 class _Blamed(Exception):

@@ -1,0 +1,159 @@
+"""`kvforensics exec`: re-execute a run's rounds on a real KV cache (torch/Triton).
+
+torch is imported only when the command runs, so registering it costs nothing and a
+machine without the ``gpu`` extra gets a one-line hint instead of a traceback.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+from rich.table import Table
+
+from kvforensics.cli import app
+from kvforensics.cli._common import console, err_console, print_json
+from kvforensics.errors import InputError, KvfError
+
+INSTALL = "kvforensics exec needs torch and triton: pip install -e '.[gpu]'"
+
+
+def _plan(path: Path, policy: str):
+    from kvforensics.exec.plan import plan_from_scenario
+
+    if path.suffix.lower() != ".toml":
+        raise InputError(
+            f"{path}: exec reads scenario TOML files for now (log replays are not wired in yet)"
+        )
+    return plan_from_scenario(str(path), policy)
+
+
+@app.command("exec")
+def exec_(
+    inputs: Annotated[
+        list[Path], typer.Argument(metavar="SCENARIO_OR_LOG...", help="Scenario TOML files.")
+    ],
+    policy: Annotated[str, typer.Option(help="prefix | fixed | upstream | drain")] = "prefix",
+    device: Annotated[
+        str | None, typer.Option(help="cuda | cpu (default: cuda when there is one)")
+    ] = None,
+    backend: Annotated[str, typer.Option(help="auto | triton | torch | interpret")] = "auto",
+    layers: Annotated[
+        int | None, typer.Option(help="KV layers (default 61 on CUDA, 1 on CPU)")
+    ] = None,
+    kv_dim: Annotated[
+        int | None, typer.Option("--kv-dim", help="latent width (default 512 on CUDA, 8 on CPU)")
+    ] = None,
+    rope_dim: Annotated[
+        int | None, typer.Option("--rope-dim", help="rope width (default 64 on CUDA, 0 on CPU)")
+    ] = None,
+    dtype: Annotated[str, typer.Option(help="bf16 | fp16 | fp32")] = "bf16",
+    round_checks: Annotated[
+        bool, typer.Option(help="Read all live KV back after every round (always at the end).")
+    ] = True,
+    fmt: Annotated[str, typer.Option("--format", help="table | json")] = "table",
+) -> None:
+    """Perform each round's allocations, load-backs and writes on a real KV cache with an
+    independent allocator; confirm the out-of-memory (or its absence) and KV integrity.
+
+    Exits 1 when the allocator disagrees with the model or integrity fails."""
+    from kvforensics.model import POLICIES
+
+    if policy not in POLICIES:
+        raise InputError(f"unknown policy {policy!r}; choose from {', '.join(POLICIES)}")
+    if fmt not in ("table", "json"):
+        raise typer.BadParameter("--format must be table or json")
+    for n, name in ((layers, "--layers"), (kv_dim, "--kv-dim")):
+        if n is not None and n <= 0:
+            raise InputError(f"{name} must be positive")
+    if rope_dim is not None and rope_dim < 0:
+        raise InputError("--rope-dim must be >= 0")
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        raise KvfError(INSTALL) from None
+    from kvforensics.exec.runner import DTYPES, execute
+
+    if dtype not in DTYPES:
+        raise InputError(f"unknown dtype {dtype!r}; choose from {', '.join(DTYPES)}")
+
+    results = []
+    with Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        console=err_console,
+        transient=True,
+        disable=not err_console.is_terminal,
+    ) as bar:
+        for path in inputs:
+            plan = _plan(path, policy)
+            task = bar.add_task(f"{path.name} [{policy}]", total=len(plan.steps))
+            results.append(
+                execute(
+                    plan,
+                    device=device,
+                    backend=backend,
+                    layers=layers,
+                    kv_dim=kv_dim,
+                    rope_dim=rope_dim,
+                    dtype=DTYPES[dtype],
+                    check_rounds=round_checks,
+                    on_step=lambda done, _total, t=task: bar.update(t, completed=done),
+                )
+            )
+    if fmt == "json":
+        out = [r.as_dict() for r in results]
+        print_json(out[0] if len(out) == 1 else out)
+    else:
+        for r in results:
+            _table(r)
+    if any(not r.agrees_with_model or r.integrity for r in results):
+        raise typer.Exit(1)
+
+
+def _oom_text(oom: dict | None) -> str:
+    if oom is None:
+        return "none"
+    return (
+        f"round {oom['round']}, {oom['rid']}: {oom['tokens']} tokens, {oom['available']} available"
+    )
+
+
+def _table(r) -> None:
+    lay = r.layout
+    t = Table(title=f"exec {r.name} [{r.policy}]", show_header=False, title_justify="left")
+    t.add_column(style="bold")
+    t.add_column()
+    t.add_row("device / backend", f"{r.device} / {r.backend}")
+    t.add_row(
+        "KV pool",
+        f"{r.stats['slots']} slots, page {r.stats['page_size']}, {lay.layers} layers x "
+        f"({lay.kv_lora_rank} + {lay.rope_dim}) {lay.as_dict()['dtype']}, "
+        f"{r.stats['kv_bytes'] / 2**30:.2f} GiB",
+    )
+    t.add_row("out of memory (exec)", _oom_text(r.oom))
+    t.add_row("out of memory (model)", _oom_text(r.model_oom))
+    agree = "[green]yes[/]" if r.agrees_with_model else "[red]no[/]"
+    t.add_row("agrees with model", agree)
+    integ = "[green]ok[/]" if not r.integrity else f"[red]{len(r.integrity)} failures[/]"
+    t.add_row("KV integrity", integ)
+    t.add_row("rounds executed", str(r.rounds))
+    t.add_row("completed", ", ".join(r.completed) or "-")
+    if r.incomplete:
+        t.add_row("not completed", ", ".join(r.incomplete))
+    t.add_row(
+        "rows written / loaded back",
+        f"{r.stats['rows_written']} / {r.stats['rows_loaded_back']}",
+    )
+    t.add_row("pages evicted / reused", f"{r.stats['pages_evicted']} / {r.stats['pages_reused']}")
+    t.add_row("seconds", f"{r.seconds:.2f}")
+    console.print(t)
+    if r.oom_message:
+        console.print(r.oom_message, markup=False, highlight=False)
+    for line in r.integrity[:20]:
+        console.print(f"[red]integrity:[/] {line}")
+    for note in r.notes:
+        console.print(f"note: {note}", markup=False)
