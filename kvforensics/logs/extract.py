@@ -57,10 +57,12 @@ def _convert(expr: pl.Expr, fs: FieldSpec, lenient: bool) -> pl.Expr:
     return items.list.eval(pl.element().filter(pl.element() != ""))
 
 
-def _key_regex(pairs_sep: str, assign: str, key: str) -> str:
+def _key_regex(pairs_sep: str, assign: str, key: str, numeric: bool) -> str:
+    # a number is captured without its unit ("12.31 GB"): one regex pass, no second parse
     stop = re.escape(pairs_sep[:1] or ",")
-    value = rf"'[^']*'|\"[^\"]*\"|\[[^\]]*\]|[^{stop}]*"
-    return rf"(?:^|{re.escape(pairs_sep)}){re.escape(key)}{re.escape(assign)}({value})"
+    value = (r"[-+]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?" if numeric
+             else rf"'[^']*'|\"[^\"]*\"|\[[^\]]*\]|[^{stop}]*")
+    return rf"(?:^|{re.escape(pairs_sep)}){re.escape(key)}{re.escape(assign)}\s*({value})"
 
 
 def _json_text(expr: pl.Expr) -> pl.Expr:
@@ -72,13 +74,21 @@ def _json_text(expr: pl.Expr) -> pl.Expr:
     return pl.concat_str([pl.lit('"'), esc, pl.lit('"')])
 
 
-def _extra(ok: pl.DataFrame, fmt: Format, text: pl.Expr) -> pl.DataFrame | None:
-    """Unknown `key: value` pairs of each row as a JSON object (numbers stay numbers)."""
+def _extra(ok: pl.DataFrame, fmt: Format, src: pl.Expr) -> pl.Series:
+    """Unknown `key: value` pairs of each row as a JSON object (numbers stay numbers).
+    Known pairs are cut out first, so only the rare rows with leftovers are split."""
     p = fmt.pairs
-    known = [k for fs in fmt.fields for k in fs.keys]
+    known = sorted({k for fs in fmt.fields for k in fs.keys}, key=len, reverse=True)
+    stop = re.escape(p.sep[:1] or ",")
+    cut = (rf"(?:^|{re.escape(p.sep)})(?:{'|'.join(re.escape(k) for k in known)})"
+           rf"{re.escape(p.assign)}[^{stop}]*")
+    rest = ok.select("idx", src.str.replace_all(cut, "").str.strip_chars(p.sep + " ").alias("p"))
+    rest = rest.filter(pl.col("p") != "")
+    empty = pl.Series("extra", [None] * ok.height, dtype=pl.String)
+    if rest.height == 0:
+        return empty
     ex = (
-        ok.select("idx", text.alias("p"))
-        .with_columns(pl.col("p").str.split(p.sep))
+        rest.with_columns(pl.col("p").str.split(p.sep))
         .explode("p")
         .with_columns(pl.col("p").str.splitn(p.assign, 2).alias("kv"))
         .select(
@@ -86,10 +96,8 @@ def _extra(ok: pl.DataFrame, fmt: Format, text: pl.Expr) -> pl.DataFrame | None:
             pl.col("kv").struct.field("field_0").str.strip_chars().alias("k"),
             pl.col("kv").struct.field("field_1").str.strip_chars().alias("v"),
         )
-        .filter(pl.col("k").is_not_null() & (pl.col("k") != "") & ~pl.col("k").is_in(known))
+        .filter(pl.col("k").is_not_null() & (pl.col("k") != ""))
     )
-    if ex.height == 0:
-        return None
     value = (
         pl.when(pl.col("v").is_null())
         .then(pl.lit("null"))
@@ -99,36 +107,31 @@ def _extra(ok: pl.DataFrame, fmt: Format, text: pl.Expr) -> pl.DataFrame | None:
     )
     frag = pl.concat_str([_json_text(pl.col("k")), pl.lit(": "), value])
     obj = pl.concat_str([pl.lit("{"), frag.str.join(", "), pl.lit("}")])
-    return ex.group_by("idx", maintain_order=True).agg(obj.alias("extra"))
+    objs = ex.group_by("idx").agg(obj.alias("extra"))
+    return ok.select("idx").join(objs, on="idx", how="left")["extra"]
 
 
 def _fields(ok: pl.DataFrame, fmt: Format) -> pl.DataFrame:
-    """Typed field columns for rows already known to match `fmt`."""
-    text = pl.col("text")
-    body = pl.col("body") if "body" in ok.columns else text
-    exprs: list[pl.Expr] = []
+    """Typed field columns for rows that matched `fmt` (`_g` = the line regex's groups)."""
     groups = pl.col("_g")
-    needs_groups = fmt.pairs is not None or any(fs.group for fs in fmt.fields)
-    if needs_groups:
-        ok = ok.with_columns(text.str.extract_groups(fmt.line_regex).alias("_g"))
+    body = pl.col("body") if "body" in ok.columns else pl.col("text")
+    exprs: list[pl.Expr] = []
     for fs in fmt.fields:
         if fs.group:
-            exprs.append(_convert(groups.struct.field(fs.group), fs, lenient=False).alias(fs.name))
+            raw, lenient = groups.struct.field(fs.group), False
         elif fs.keys:
             src = groups.struct.field(fmt.pairs.group)
-            raw = pl.coalesce(
-                [src.str.extract(_key_regex(fmt.pairs.sep, fmt.pairs.assign, k), 1) for k in fs.keys]
-            )
-            exprs.append(_convert(raw, fs, lenient=True).alias(fs.name))
+            numeric = fs.type in ("int", "float")
+            raw = pl.coalesce([src.str.extract(_key_regex(fmt.pairs.sep, fmt.pairs.assign, k, numeric), 1)
+                               for k in fs.keys])
+            lenient = not numeric
         else:
-            raw = pl.coalesce([body.str.extract(rx, 1) for rx in fs.regexes])
-            exprs.append(_convert(raw, fs, lenient=True).alias(fs.name))
+            raw, lenient = pl.coalesce([body.str.extract(rx, 1) for rx in fs.regexes]), True
+        exprs.append(_convert(raw, fs, lenient).alias(fs.name))
     keep = [c for c in ("attached",) if c in ok.columns]
     out = ok.select("idx", "text", *keep, *exprs, pl.lit(fmt.name).alias("kind"))
     if fmt.pairs is not None and fmt.pairs.extra:
-        extra = _extra(ok, fmt, groups.struct.field(fmt.pairs.group))
-        if extra is not None:
-            out = out.join(extra, on="idx", how="left")
+        out = out.with_columns(_extra(ok, fmt, groups.struct.field(fmt.pairs.group)))
     return out
 
 
@@ -173,20 +176,28 @@ def _multiline(df: pl.DataFrame, heads: pl.DataFrame, taken: pl.Series, cat: Cat
 
 
 def _prefix_columns(events: pl.DataFrame, cat: Catalogue) -> pl.DataFrame:
-    pre = pl.col("_p")
-    date, ms, tags = (pre.struct.field(n) for n in ("date", "ms", "tags"))
-    ms_int = ms.cast(pl.Int64, strict=False)
+    pre = events.select(pl.col("text").str.extract_groups(cat.prefix.regex)).to_series().struct
+    date, ms, tags = pre.field("date"), pre.field("ms"), pre.field("tags").str.strip_chars()
     time = date.str.to_datetime("%Y-%m-%d %H:%M:%S", time_unit="ms", strict=False)
+    ms_int = ms.cast(pl.Int64, strict=False).fill_null(0)
     cols = [
-        (time + pl.duration(milliseconds=ms_int.fill_null(0))).alias("time"),
+        (time + pl.duration(milliseconds=ms_int)).alias("time"),
         ms.is_not_null().alias("time_has_ms"),
-        tags.str.strip_chars().fill_null("").alias("rank"),
+        tags.fill_null("").alias("rank"),
     ]
-    for tag, col in cat.prefix.tags.items():
-        cols.append(tags.str.extract(rf"(?:^| ){re.escape(tag)}(\d+)", 1)
-                    .cast(pl.Int64, strict=False).alias(col))
-    return events.with_columns(pl.col("text").str.extract_groups(cat.prefix.regex).alias("_p")) \
-                 .with_columns(cols).drop("_p")
+    # a chunk holds a handful of distinct tag strings: decode those, then map
+    tag_re = {col: re.compile(rf"(?:^| ){re.escape(tag)}([0-9]+)") for tag, col in cat.prefix.tags.items()}
+    uniq = [u for u in tags.unique().to_list() if u]
+    for col, rx in tag_re.items():
+        table = {u: int(m.group(1)) for u in uniq if (m := rx.search(u))}
+        cols.append(tags.replace_strict(table, default=None, return_dtype=pl.Int64).alias(col))
+    return events.with_columns(cols)
+
+
+def _match(cand: pl.DataFrame, fmt: Format) -> pl.DataFrame:
+    """Rows of `cand` that match `fmt`, with `_g` = struct of the regex's groups."""
+    g = cand.with_columns(pl.col("text").str.extract_groups(fmt.line_regex).alias("_g"))
+    return g.filter(pl.col("_g").struct.field("__m").is_not_null())
 
 
 def extract_chunk(lines: pl.Series, first_line: int, file: str, cat: Catalogue,
@@ -209,7 +220,7 @@ def extract_chunk(lines: pl.Series, first_line: int, file: str, cat: Catalogue,
         cand = df.filter(masks[str(i)] & ~taken)
         if cand.height == 0:
             continue
-        ok = cand.filter(pl.col("text").str.contains(fmt.line_regex))
+        ok = _match(cand, fmt)
         if ok.height == 0:
             continue
         taken = taken.scatter(ok["idx"], True)

@@ -75,7 +75,7 @@ class _Cutter:
     multi-line message above it."""
 
     def __init__(self, cat: Catalogue) -> None:
-        self.prefix = re.compile(cat.prefix.regex.encode())
+        self.prefix = re.compile(cat.prefix.regex.encode(), re.MULTILINE)  # `^` at pos
         self.absorb = tuple(a.encode() for f in cat.formats if f.multiline for a in f.absorb)
 
     def cut(self, buf: bytes) -> int:
@@ -195,8 +195,13 @@ def _collect(result: tuple[pl.DataFrame, ChunkStats], summary: ParseSummary,
 
 def _progress_bar(stack: ExitStack, total: int) -> Callable[[int], None]:
     from rich.console import Console
-    from rich.progress import (BarColumn, DownloadColumn, Progress, TimeRemainingColumn,
-                               TransferSpeedColumn)
+    from rich.progress import (
+        BarColumn,
+        DownloadColumn,
+        Progress,
+        TimeRemainingColumn,
+        TransferSpeedColumn,
+    )
 
     bar = stack.enter_context(Progress(
         "[progress.description]{task.description}", BarColumn(), DownloadColumn(),
