@@ -1,0 +1,287 @@
+"""One round told step by step under each policy, the way the postmortem tells round R:
+the numbers each step saw, then a sentence saying why it decided what it did."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import polars as pl
+from rich.console import Group
+from rich.table import Table
+from rich.text import Text
+
+from kvforensics.errors import InputError
+from kvforensics.model import RunResult
+from kvforensics.report import _fmt
+from kvforensics.report.diff import diff_ledgers
+from kvforensics.report.ledgers import ADDER_CALLS, ledger_of, page_size_of
+
+#: (key, header) of the step table, in the postmortem's reading order
+STEP_COLUMNS = (
+    ("step", "step"),
+    ("call", "call"),
+    ("rid", "rid"),
+    ("seq_len", "seq_len"),
+    ("device_prefix", "device prefix"),
+    ("host_hit", "host hit"),
+    ("need", "memory need"),
+    ("baseline", "baseline"),
+    ("total_offset", "rem_total_token_offset"),
+    ("cur_offset", "cur_rem_token_offset"),
+    ("rem_total_tokens", "rem_total_tokens"),
+    ("cur_rem_tokens", "cur_rem_tokens"),
+    ("chunk", "chunk budget"),
+    ("decision", "decision"),
+    ("piece", "piece"),
+    ("load_back", "load-back"),
+    ("reserved_tail", "reserved tail"),
+    ("budget_state", "budget_state"),
+)
+
+
+@dataclass(slots=True)
+class Step:
+    values: dict  # the table's cells, by STEP_COLUMNS key (numbers stay numbers)
+    sentence: str
+
+
+@dataclass(slots=True)
+class Explanation:
+    round: int
+    steps: dict[str, list[Step]]  # by policy; a policy without this round has []
+    page_size: dict[str, int | None]
+    contrast: list[str] = field(default_factory=list)  # where the first two policies part
+
+    def as_dict(self) -> dict:
+        return {
+            "round": self.round,
+            "contrast": self.contrast,
+            "policies": {
+                p: {
+                    "page_size": self.page_size.get(p),
+                    "steps": [{**s.values, "sentence": s.sentence} for s in steps],
+                }
+                for p, steps in self.steps.items()
+            },
+        }
+
+    def to_markdown(self, heading: str = "###") -> str:
+        out = [f"{heading} Round {self.round}", ""]
+        out += [f"- {c}" for c in self.contrast]
+        for policy, steps in self.steps.items():
+            out += ["", f"{heading}# under `{policy}`", ""]
+            if not steps:
+                out.append(f"(no round {self.round} under {policy})")
+                continue
+            out.append(
+                _fmt.md_table(
+                    [h for _, h in STEP_COLUMNS],
+                    _rows(steps),
+                    right=(0, 3, 4, 5, 6, 7, 10, 11, 15, 16),
+                )
+            )
+            out.append("")
+            out += [f"{s.values['step']}. {s.sentence}" for s in steps]
+        return "\n".join(out) + "\n"
+
+    def rich(self) -> Group:
+        parts: list = [Text(f"Round {self.round}", style="bold")]
+        parts += [Text(c, style="yellow") for c in self.contrast]
+        for policy, steps in self.steps.items():
+            t = Table(title=f"round {self.round} under {policy}", show_lines=True)
+            for i, (_, h) in enumerate(STEP_COLUMNS):
+                t.add_column(
+                    h, justify="right" if i in (0, 3, 4, 5, 6, 7, 10, 11, 15, 16) else "left"
+                )
+            for row in _rows(steps):
+                t.add_row(*(_fmt.num(v) for v in row))
+            parts.append(t)
+            parts += [Text(f"{s.values['step']}. {s.sentence}") for s in steps]
+        return Group(*parts)
+
+
+def _rows(steps: list[Step]) -> list[list[object]]:
+    return [[s.values.get(k) for k, _ in STEP_COLUMNS] for s in steps]
+
+
+def _ceil(n: int, page: int | None) -> int:
+    return n if not page else -(-n // page) * page
+
+
+def _floor(n: int, page: int | None) -> int:
+    return n if not page else n // page * page
+
+
+def explain_round(results: Mapping[str, RunResult | pl.DataFrame], round_no: int) -> Explanation:
+    """Round `round_no` under each policy (RunResults, or one-policy ledger frames)."""
+    frames = {p: ledger_of(x) for p, x in results.items()}
+    if not any((f["round"] == round_no).any() for f in frames.values()):
+        present = sorted({n for f in frames.values() for n in f["round"].unique().to_list()})
+        span = f"{present[0]}..{present[-1]}" if present else "none"
+        raise InputError(f"round {round_no} is not in the ledgers (rounds present: {span})")
+    pages = {
+        p: page_size_of(x if isinstance(x, RunResult) else frames[p]) for p, x in results.items()
+    }
+    steps = {
+        p: _explain_steps(f.filter(pl.col("round") == round_no), pages[p])
+        for p, f in frames.items()
+    }
+    contrast = []
+    names = list(frames)
+    if len(names) >= 2:
+        a, b = names[0], names[1]
+        d = diff_ledgers(
+            frames[a].filter(pl.col("round") == round_no),
+            frames[b].filter(pl.col("round") == round_no),
+            a,
+            b,
+        )
+        contrast = [f"{a} vs {b}: " + line for line in d.headline()]
+    return Explanation(round_no, steps, pages, contrast)
+
+
+def explain_rid(results: Mapping[str, RunResult | pl.DataFrame], rid: str) -> list[Explanation]:
+    """Every round, under any policy, in which `rid` has a step."""
+    frames = {p: ledger_of(x) for p, x in results.items()}
+    rounds = sorted(
+        {n for f in frames.values() for n in f.filter(pl.col("rid") == rid)["round"].to_list()}
+    )
+    if not rounds:
+        raise InputError(f"request {rid!r} does not appear in the ledgers")
+    return [explain_round(results, n) for n in rounds]
+
+
+def _explain_steps(rows: pl.DataFrame, page: int | None) -> list[Step]:
+    out: list[Step] = []
+    prev_base: int | None = None
+    # the round's truncated request and whether its tail went into the books
+    truncated: dict | None = None
+    for r in rows.sort("step").iter_rows(named=True):
+        if r["call"] in ADDER_CALLS:
+            step, truncated = _adder_step(r, page, prev_base, truncated)
+        else:
+            step = _allocate_step(r)
+        out.append(step)
+        prev_base = r["baseline_after"]
+    return out
+
+
+def _adder_step(r: dict, page: int | None, prev_base: int | None, truncated: dict | None):
+    rid, seq, dp, hh = r["rid"], r["seq_len"], r["device_prefix"], r["host_hit"]
+    one_req = r["call"] == "add_one_req"
+    need = (seq - dp + 1 + page) if (one_req and page and seq is not None) else None
+    start, end = r["start"], r["end"]
+    piece_len = (end - start) if start is not None and end is not None else None
+    values = {
+        "step": r["step"],
+        "call": r["call"],
+        "rid": rid,
+        "seq_len": seq,
+        "device_prefix": dp,
+        "host_hit": hh,
+        "need": need,
+        "baseline": r["baseline"],
+        "total_offset": _fmt.arrow(r["total_offset_before"], r["total_offset_after"]),
+        "cur_offset": _fmt.arrow(r["cur_offset_before"], r["cur_offset_after"]),
+        "rem_total_tokens": r["rem_total_tokens"],
+        "cur_rem_tokens": r["cur_rem_tokens"],
+        "chunk": _fmt.arrow(r["rem_chunk_tokens"], r["rem_chunk_after"]),
+        "decision": r["decision"],
+        "piece": f"[{start}, {end}) {piece_len}" if piece_len is not None else "-",
+        "load_back": r["load_back"],
+        "reserved_tail": r["reserved_tail"],
+        "budget_state": r["budget_state"],
+    }
+    words: list[str] = []
+    if prev_base is not None and r["baseline"] is not None and r["baseline"] < prev_base:
+        words.append(
+            f"locking {rid}'s device prefix takes {prev_base - r['baseline']} out of the "
+            f"evictable part (baseline {prev_base} → {r['baseline']})"
+        )
+    rem_total, chunk = r["rem_total_tokens"], r["rem_chunk_tokens"]
+    dec = r["decision"]
+    if not one_req:
+        n = chunk if r["forced"] else min(chunk, rem_total)
+        how = (
+            f"rem_total_tokens {rem_total} ≤ 0, so the forced branch allows the whole chunk budget {chunk}"
+            if r["forced"]
+            else f"allowed min(chunk {chunk}, rem_total_tokens {rem_total}) = {n}"
+        )
+        if end is not None and seq is not None and end == seq:
+            how += f"; the last piece ({piece_len}) is all that is left"
+        elif end is not None and start + n != end:
+            how += f"; end {start + n} aligned down to {end}"
+        words.append(f"{rid} resumes at {start}: {how}; computes [{start}, {end}) = {piece_len}")
+        if end is not None and seq is not None and end < seq:
+            tail = seq - end
+            words.append(f"still {tail} to go after this piece")
+            truncated = {"rid": rid, "tail": tail, "reserved": r["reserved_tail"] or 0}
+    else:
+        prefix = (dp or 0) + (hh or 0)
+        extend = seq - prefix if seq is not None else None
+        words.append(f"{rid} asks for {seq} ({dp} on device, {hh} on host; {extend} to compute)")
+        if need is not None and rem_total is not None:
+            ok = need < rem_total
+            check = f"memory check {need} {'<' if ok else '≥'} {rem_total} {'passes' if ok else 'fails'}"
+            if ok and truncated and not truncated["reserved"]:
+                hidden = _ceil(truncated["tail"], page) + 1
+                if need >= rem_total - hidden:
+                    check += (
+                        f" only because {truncated['rid']}'s tail of {truncated['tail']} is not in "
+                        "rem_total_token_offset"
+                    )
+                else:
+                    check += f" ({truncated['rid']}'s tail of {truncated['tail']} is not in rem_total_token_offset)"
+            elif not ok and truncated and truncated["reserved"]:
+                check += f" because {truncated['rid']}'s tail is reserved ({truncated['reserved']} in rem_total_token_offset)"
+            words.append(check)
+        if dec == "full":
+            cp = _ceil(piece_len, page)
+            fit = f"{piece_len} ({'one page: ' if cp == page else ''}{cp} ≤ {chunk} left)"
+            s = f"admitted whole, computes {fit}"
+            if r["load_back"]:
+                s += f" but loads back {r['load_back']} at once (slots allocated now, no chunk budget)"
+            words.append(s)
+        elif dec == "truncated":
+            raw = prefix + _floor(chunk, page)
+            how = f"end {prefix} + {_floor(chunk, page)} = {raw}" + (
+                f" aligned down to {end}" if raw != end else ""
+            )
+            s = f"{extend} to compute > {chunk} of chunk budget: truncated, {how}; piece {piece_len}"
+            if r["load_back"]:
+                s += f"; loads back {r['load_back']}"
+            tail = seq - end
+            res = r["reserved_tail"] or 0
+            s += f"; tail [{end}, {seq}) = {tail} " + (
+                f"reserved ({res} into rem_total_token_offset)" if res else "not reserved"
+            )
+            words.append(s)
+            truncated = {"rid": rid, "tail": tail, "reserved": res}
+        elif dec == "rejected":
+            extra = "no load-back" if hh else "nothing allocated"
+            reason = f" ({r['reason']})" if r.get("reason") and need is None else ""
+            words.append(f"refused with {r['budget_state']}, {extra}{reason}")
+    words.append(f"budget_state {r['budget_state']}")
+    return Step(values, "; ".join(words) + "."), truncated
+
+
+def _allocate_step(r: dict) -> Step:
+    values = {k: None for k, _ in STEP_COLUMNS}
+    values.update(
+        step=r["step"],
+        call="allocate",
+        rid=r["rid"],
+        baseline=r["baseline"],
+        budget_state=r["budget_state"],
+    )
+    if r["budget_state"] == "OOM":
+        values["decision"] = "OOM"
+        s = f"allocation fails: {r['reason'] or 'out of memory'} {r['baseline']} available: out of memory"
+    else:
+        values["piece"] = f"[{r['start']}, {r['end']}) {r['end'] - r['start']}"
+        s = (
+            f"allocate {r['allocated']} slots for {r['rid']} [{r['start']}, {r['end']}); "
+            f"baseline after the batch {r['baseline_after']}"
+        )
+    return Step(values, s + ".")

@@ -1,0 +1,2 @@
+def write_report(*a, **k):
+    raise NotImplementedError
