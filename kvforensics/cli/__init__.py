@@ -37,6 +37,8 @@ def _root(
 from kvforensics.cli import (  # noqa: E402
     exec,  # noqa: F401
     parse,  # noqa: F401
+    replay,  # noqa: F401
+    rounds,  # noqa: F401
     simulate,  # noqa: F401
 )
 

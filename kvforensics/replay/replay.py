@@ -1,0 +1,192 @@
+"""``replay``: logs -> rebuilt rounds -> fidelity under ``prefix`` -> every policy run
+forward from the round where the crashing request was admitted -> verdict."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import polars as pl
+
+from kvforensics.errors import InputError
+from kvforensics.logs import read_events
+from kvforensics.model import RunResult, Timing
+from kvforensics.replay.fidelity import check_fidelity
+from kvforensics.replay.state import node_at
+from kvforensics.replay.verdict import first_token_delays, root_cause
+from kvforensics.rounds import Rebuild, cross_check, read_config, rebuild_rounds
+from kvforensics.rounds.provenance import Prov
+
+EXIT_OK, EXIT_INPUT, EXIT_MISMATCH, EXIT_NOT_REPRODUCED = 0, 2, 3, 4
+
+
+@dataclass
+class ReplayResult:
+    rebuild: Rebuild
+    events: pl.DataFrame
+    summary: object
+    fidelity: dict
+    results: dict[str, RunResult]
+    start_round: int | None
+    assumptions: list[str] = field(default_factory=list)
+    reproduced: bool | None = None
+
+    @property
+    def observed_oom(self) -> dict | None:
+        o = self.rebuild.oom
+        if not o:
+            return None
+        return {
+            "round": o.get("round"),
+            "rid": o.get("rid"),
+            "tokens": o["tokens"],
+            "available": o["available"],
+        }
+
+    def exit_code(self) -> int:
+        if self.observed_oom and self.reproduced is False:
+            return EXIT_NOT_REPRODUCED
+        if self.fidelity["mismatches"] or self.rebuild.contradictions:
+            return EXIT_MISMATCH
+        return EXIT_OK
+
+    def as_dict(self) -> dict:
+        cfg = {k: v.as_dict() for k, v in self.rebuild.config.items()}
+        policies = {}
+        base = self.results.get("prefix")
+        for name, res in self.results.items():
+            entry = {
+                "oom": res.oom.as_dict() if res.oom else None,
+                "rounds": len(res.rounds),
+                "unfinished": sorted(
+                    r for r, q in res.requests.items() if q.finished_round is None
+                ),
+            }
+            if base is not None and name != "prefix":
+                entry["delays"] = first_token_delays(base, res)
+            policies[name] = entry
+        return {
+            "config": cfg,
+            "observed_oom": self.observed_oom,
+            "reproduced": self.reproduced,
+            "fidelity": self.fidelity,
+            "start_round": self.start_round,
+            "policies": policies,
+            "root_cause": root_cause(self),
+            "contradictions": self.rebuild.contradictions,
+            "assumptions": self.assumptions,
+        }
+
+
+def replay_logs(
+    paths: list[Path],
+    policies: list[str],
+    *,
+    overrides: dict[str, int | None] | None = None,
+    transfer_seconds: float | None = None,
+    rank: str | None = None,
+    progress: bool = False,
+    formats: Path | None = None,
+) -> ReplayResult:
+    events, summary = read_events(
+        [Path(p) for p in paths], extra_formats=formats, progress=progress
+    )
+    if events.height == 0 or not events.filter(pl.col("kind") == "adder_check").height:
+        raise InputError(
+            "no PrefillAdder lines in these logs: nothing to replay "
+            "(is this the deciding rank's (PP0) log?)"
+        )
+    cfg, conf = read_config(events, overrides or {})
+    rb = rebuild_rounds(events, cfg, conf, rank=rank)
+    cross_check(rb, events)
+    fidelity = check_fidelity(rb)
+    rr = ReplayResult(rb, events, summary, fidelity, {}, None)
+
+    start = _start_round(rb)
+    if start is None:
+        return rr
+    rr.start_round = start.index
+    timing, inflight = _transfer_model(rb, start, events, transfer_seconds, rr.assumptions)
+    for policy in dict.fromkeys(["prefix", *policies]):
+        node = node_at(rb, start, policy, inflight=inflight, timing=timing)
+        rr.results[policy] = node.run(max_rounds=10_000)
+    if rb.oom:
+        got = rr.results["prefix"].oom
+        o = rr.observed_oom
+        rr.reproduced = bool(got) and (got.round, got.rid, got.tokens, got.available) == (
+            o["round"],
+            o["rid"],
+            o["tokens"],
+            o["available"],
+        )
+    return rr
+
+
+def _start_round(rb: Rebuild):
+    """The logged round where the request that ran out of memory was admitted; without an
+    out-of-memory, the last logged round."""
+    logged = [r for r in rb.rounds if r.decisions]
+    if not logged:
+        return None
+    if rb.oom and rb.oom.get("rid"):
+        for r in logged:
+            if any(d.rid == rb.oom["rid"] and d.decision == "truncated" for d in r.decisions):
+                return r
+    return logged[-1]
+
+
+def _transfer_model(
+    rb: Rebuild, start, events: pl.DataFrame, seconds: float | None, notes: list[str]
+) -> tuple[Timing, list[tuple[str, int, float]]]:
+    """Rounds last as long as the log says; KV transfers release memory after ``seconds``.
+
+    The memory held at the start round (pool - baseline) belongs to requests whose KV is
+    being sent; the batch lines' ``#inflight-req`` says how many. With no frees observed
+    until the crash, no transfer ended before it: that bounds the transfer time from below.
+    """
+    later = [r for r in rb.rounds if r.index >= start.index and r.time is not None]
+    span = (later[-1].time - later[0].time).total_seconds() if len(later) > 1 else 0.0
+    per_round = span / (len(later) - 1) if len(later) > 1 and span > 0 else 1.0
+    notes.append(
+        f"a round lasts {per_round:.2f} s (derived: {len(later)} rounds over {span:.0f} s of log time)"
+    )
+    if seconds is None:
+        seconds = span + per_round
+        notes.append(
+            f"KV transfers take {seconds:.2f} s (inferred lower bound: no memory came back "
+            f"in the {span:.0f} s between round {start.index} and the last round; override with --transfer-seconds)"
+        )
+    else:
+        notes.append(f"KV transfers take {seconds:.2f} s (given: --transfer-seconds)")
+    base = start.baseline.value if start.baseline else 0
+    held = max(0, rb.cfg.pool_size - base)
+    count = 1
+    if start.batch is None:
+        b = events.filter(pl.col("kind") == "prefill_batch")
+        if b.height and "inflight_req" in b.columns:
+            vals = b["inflight_req"].drop_nulls()
+            if vals.len():
+                count = max(1, int(vals[-1]))
+    page = rb.cfg.page_size
+    share = held // count // page * page
+    inflight = [
+        (f"inflight-{i:02d}", share, seconds + i * per_round / max(count, 1)) for i in range(count)
+    ]
+    if held - share * count:
+        inflight.append(("inflight-rest", held - share * count, seconds + per_round))
+    notes.append(
+        f"{held} slots held by {count} in-flight request(s) at round {start.index} "
+        f"(derived: pool {rb.cfg.pool_size} - baseline {base}); split evenly (assumed)"
+    )
+    return Timing(round_overhead_s=per_round, transfer_latency_s=seconds), inflight
+
+
+__all__ = [
+    "EXIT_INPUT",
+    "EXIT_MISMATCH",
+    "EXIT_NOT_REPRODUCED",
+    "EXIT_OK",
+    "Prov",
+    "ReplayResult",
+    "replay_logs",
+]

@@ -1,0 +1,71 @@
+"""Rebuilt round -> a model node in the same state (observed baselines win)."""
+
+from __future__ import annotations
+
+from kvforensics.model import Config, Inflight, PagePool, PrefillNode, Request, Timing, get_policy
+from kvforensics.rounds import Rebuild, Round
+
+
+def lock_drops(rnd: Round) -> dict[str, int]:
+    """Baseline drops between consecutive checks that no load-back explains: the lock of
+    that request's device prefix took it out of the evictable cache."""
+    drops = {}
+    ds = rnd.decisions
+    for prev, d in zip(ds, ds[1:], strict=False):
+        expected = prev.baseline - (prev.loaded if prev.decision in ("full", "truncated") else 0)
+        if d.baseline < expected and d.prefix_len:
+            drops[d.rid] = expected - d.baseline
+    return drops
+
+
+def node_at(
+    rb: Rebuild,
+    rnd: Round,
+    policy: str,
+    *,
+    extra_waiting: list[Request] = (),
+    inflight: list[tuple[str, int, float]] = (),
+    timing: Timing = Timing(),
+    start_time: float = 0.0,
+) -> PrefillNode:
+    """A node at the start of ``rnd``: its baseline, its chunked request, its queue."""
+    cfg: Config = rb.cfg
+    drops = lock_drops(rnd)
+    base = rnd.baseline.value if rnd.baseline else 0
+    evictable = {f"prefix:{rid}": n for rid, n in drops.items()}
+    pool = PagePool(
+        page_size=cfg.page_size,
+        size=cfg.pool_size,
+        free=max(0, base - sum(drops.values())),
+        evictable=evictable,
+        cache_kind=cfg.cache_kind,
+    )
+    waiting = []
+    for d in rnd.decisions:
+        req = Request(d.rid, d.seq_len, d.prefix_len, d.host_hit_len)
+        if d.rid in drops:
+            req.prefix_keys = (f"prefix:{d.rid}",)
+        waiting.append(req)
+    waiting.extend(extra_waiting)
+    chunked = None
+    resumed = [p for p in rnd.pieces if p.kind == "resumed"]
+    if resumed:
+        p = resumed[0]
+        chunked = Request(p.rid, rb.seq_lens.get(p.rid, p.end), 0, 0)
+        chunked.done = p.start
+        chunked.admitted_round = rnd.index - 1
+        pool.held[p.rid] = cfg.ceil_page(p.start)
+    for rid, tokens, done_at in inflight:
+        pool.held[rid] = pool.held.get(rid, 0) + tokens
+    flight = [Inflight(rid, done_at) for rid, _, done_at in inflight]
+    return PrefillNode(
+        cfg,
+        get_policy(policy),
+        pool,
+        waiting=waiting,
+        chunked=chunked,
+        inflight=flight,
+        timing=timing,
+        first_round=rnd.index,
+        start_time=start_time,
+    )

@@ -1,0 +1,85 @@
+"""Other ranks' lines against the deciding rank's rounds.
+
+PP3 prints the batch lines (``#new-token`` = sum of raw piece lengths); other PP ranks
+print the plan they replay. Each is matched to the rebuilt rounds from the end of the log
+backwards (every rank's log ends at the same crash), then compared number by number.
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+from kvforensics.rounds.provenance import where
+from kvforensics.rounds.rebuild import Rebuild, Round
+
+
+def _tail_pairs(rounds: list[Round], lines: list[dict]) -> list[tuple[Round, dict]]:
+    return list(zip(reversed(rounds), reversed(lines), strict=False))
+
+
+def cross_check(rb: Rebuild, events: pl.DataFrame) -> None:
+    """Attach PP3 batch lines and PP replay plans to ``rb``'s rounds; record contradictions."""
+    forwarded = [r for r in rb.rounds if r.pieces and r.oom is None]
+    with_pieces = [r for r in rb.rounds if r.pieces]
+    batches = events.filter(pl.col("kind") == "prefill_batch").sort(["file", "line"])
+    if batches.height:
+        for rank in batches["rank"].unique().sort().to_list():
+            lines = batches.filter(pl.col("rank") == rank).to_dicts()
+            for rnd, b in _tail_pairs(forwarded, lines):
+                rnd.batch = {
+                    "rank": rank,
+                    "new_token": b["new_token"],
+                    "new_seq": b["new_seq"],
+                    "cached_token": b["cached_token"],
+                    "where": where(b),
+                }
+                total = rnd.new_tokens()
+                if b["new_token"] != total:
+                    rb.contradictions.append(
+                        {
+                            "round": rnd.index,
+                            "what": "#new-token",
+                            "detail": f"{where(b)} says #new-token: {b['new_token']}, the rebuilt pieces sum to {total}",
+                        }
+                    )
+                    continue
+                for p in rnd.pieces:
+                    if p.provenance != "observed":
+                        p.cross_checked = True
+                        p.evidence.append(
+                            f"{rank} batch line {where(b)}: #new-token: {b['new_token']}"
+                        )
+    plans = events.filter(pl.col("kind") == "replay_plan").sort(["file", "line"])
+    if plans.height:
+        for rank in plans["rank"].unique().sort().to_list():
+            lines = plans.filter(pl.col("rank") == rank).to_dicts()
+            # The plan of the crashing round may or may not have reached this rank.
+            targets = (
+                with_pieces
+                if lines and rb.oom and lines[-1]["extend_tokens"] == rb.oom.get("tokens")
+                else forwarded
+            )
+            for rnd, p in _tail_pairs(targets, lines):
+                rids = [x.rid for x in rnd.pieces]
+                plan = {
+                    "rank": rank,
+                    "rids": p["rids"],
+                    "extend_tokens": p["extend_tokens"],
+                    "where": where(p),
+                }
+                rnd.replays.append(plan)
+                if list(p["rids"] or []) != rids or p["extend_tokens"] != rnd.new_tokens():
+                    rb.contradictions.append(
+                        {
+                            "round": rnd.index,
+                            "what": "PP plan",
+                            "detail": f"{rank} replayed rids={p['rids']} extend_tokens={p['extend_tokens']} ({where(p)}); {rb.rank} decided {rids} with {rnd.new_tokens()} tokens",
+                        }
+                    )
+                else:
+                    for piece in rnd.pieces:
+                        if piece.provenance != "observed":
+                            piece.cross_checked = True
+                            piece.evidence.append(
+                                f"{rank} replayed the same plan ({where(p)}): extend_tokens={p['extend_tokens']}"
+                            )

@@ -1,0 +1,34 @@
+"""Values that say where they came from."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+OBSERVED, DERIVED, INFERRED, GIVEN = "observed", "derived", "inferred", "given"
+
+
+@dataclass
+class Prov:
+    """A number with its provenance.
+
+    ``observed``: printed in a log line (evidence = ``file:line``); ``derived``: arithmetic
+    on observed values; ``inferred``: a model rule applied to evidence (which, and which
+    rule, in ``evidence``); ``given``: from the command line. ``interval`` bounds a value
+    that is not pinned down.
+    """
+
+    value: int | None
+    provenance: str
+    evidence: list[str] = field(default_factory=list)
+    interval: tuple[int, int] | None = None
+
+    def as_dict(self) -> dict:
+        d = {"value": self.value, "provenance": self.provenance, "evidence": self.evidence}
+        if self.interval is not None:
+            d["interval"] = list(self.interval)
+        return d
+
+
+def where(ev: dict) -> str:
+    """``file:line`` of an event row (file name only: logs move between machines)."""
+    return f"{str(ev['file']).rsplit('/', 1)[-1]}:{ev['line']}"

@@ -1,0 +1,411 @@
+"""Events of the deciding rank -> scheduling rounds, each value with its provenance.
+
+The fork prints no round marker and nothing for a resumed chunk, so rounds are cut at:
+a non-CONTINUE adder result (the adder stops), a ``rem_chunk_tokens`` that does not follow
+from the previous step, and the AttentionStore writes that follow each forward. Rounds
+that printed no adder line are inferred by running the chunked request forward through
+the model's ``add_chunked_req`` rule, then checked against every other piece of evidence.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+
+import polars as pl
+
+from kvforensics.model import Config
+from kvforensics.rounds.provenance import DERIVED, INFERRED, OBSERVED, Prov, where
+
+KINDS = ("adder_check", "adder_result", "hicache_load_back", "as_write", "oom")
+
+
+@dataclass
+class Decision:
+    """One ``add_one_req``: the check line and its result line."""
+
+    rid: str
+    seq_len: int
+    prefix_len: int
+    host_hit_len: int
+    rem_chunk_tokens: int
+    baseline: int
+    rem_total_tokens: int
+    cur_rem_tokens: int
+    where: str
+    decision: str | None = None
+    start: int | None = None
+    end: int | None = None
+    result: str | None = None
+    loaded: int = 0
+
+    def as_dict(self) -> dict:
+        return {k: getattr(self, k) for k in self.__dataclass_fields__}
+
+
+@dataclass
+class Piece:
+    rid: str
+    start: int
+    end: int
+    kind: str  # new | resumed
+    provenance: str
+    evidence: list[str] = field(default_factory=list)
+    cross_checked: bool = False
+    interval_end: tuple[int, int] | None = None
+
+    def as_dict(self) -> dict:
+        d = {
+            "rid": self.rid,
+            "start": self.start,
+            "end": self.end,
+            "kind": self.kind,
+            "provenance": self.provenance,
+            "evidence": self.evidence,
+            "cross_checked": self.cross_checked,
+        }
+        if self.interval_end:
+            d["interval_end"] = list(self.interval_end)
+        return d
+
+
+@dataclass
+class Round:
+    index: int
+    time: datetime | None
+    decisions: list[Decision] = field(default_factory=list)
+    pieces: list[Piece] = field(default_factory=list)
+    as_writes: list[tuple[str, int, str]] = field(default_factory=list)  # rid, blocks, where
+    baseline: Prov | None = None  # available + evictable when the adder started
+    baseline_end: Prov | None = None  # after the round's allocation
+    forwarded: bool = False  # AS writes seen: the forward has run
+    oom: dict | None = None
+    batch: dict | None = None  # the PP3 batch line matched to this round
+    replays: list[dict] = field(default_factory=list)  # other PP ranks' plans
+
+    @property
+    def observed(self) -> bool:
+        return bool(self.decisions)
+
+    def new_tokens(self) -> int:
+        return sum(p.end - p.start for p in self.pieces)
+
+    def as_dict(self) -> dict:
+        return {
+            "round": self.index,
+            "time": self.time.isoformat(sep=" ") if self.time else None,
+            "observed": self.observed,
+            "pieces": [p.as_dict() for p in self.pieces],
+            "baseline": self.baseline.as_dict() if self.baseline else None,
+            "baseline_end": self.baseline_end.as_dict() if self.baseline_end else None,
+            "decisions": [d.as_dict() for d in self.decisions],
+            "as_writes": [{"rid": r, "blocks": b, "where": w} for r, b, w in self.as_writes],
+            "oom": self.oom,
+            "batch": self.batch,
+        }
+
+
+@dataclass
+class Rebuild:
+    cfg: Config
+    config: dict[str, Prov]
+    rounds: list[Round]
+    oom: dict | None
+    contradictions: list[dict]
+    block_size: int | None
+    rank: str
+    seq_lens: dict[str, int]
+
+    def as_dict(self) -> dict:
+        return {
+            "config": {k: v.as_dict() for k, v in self.config.items()},
+            "rank": self.rank,
+            "rounds": [r.as_dict() for r in self.rounds],
+            "oom": self.oom,
+            "contradictions": self.contradictions,
+        }
+
+
+def _segment(rows: list[dict], cfg: Config) -> tuple[list[Round], dict | None]:
+    rounds: list[Round] = []
+    cur: Round | None = None
+    oom = None
+
+    def new(time) -> Round:
+        r = Round(len(rounds), time)
+        rounds.append(r)
+        return r
+
+    for ev in rows:
+        kind = ev["kind"]
+        if kind == "adder_check":
+            last = cur.decisions[-1] if cur and cur.decisions else None
+            boundary = (
+                cur is None
+                or cur.forwarded
+                or cur.oom is not None
+                or last is None
+                or last.result not in (None, "CONTINUE")
+                or ev["rem_chunk_tokens"] > last.rem_chunk_tokens
+            )
+            if not boundary and last.decision in ("full", "truncated"):
+                spent = cfg.ceil_page(last.end - last.start)
+                if ev["rem_chunk_tokens"] != last.rem_chunk_tokens - spent:
+                    boundary = True  # the budget did not carry over: a new adder
+            if boundary:
+                cur = new(ev["time"])
+            cur.decisions.append(
+                Decision(
+                    ev["rid"],
+                    ev["seq_len"],
+                    ev["prefix_len"],
+                    ev["host_hit_len"],
+                    ev["rem_chunk_tokens"],
+                    ev["baseline"],
+                    ev["rem_total_tokens"],
+                    ev["cur_rem_tokens"],
+                    where(ev),
+                )
+            )
+        elif kind == "adder_result":
+            if cur and cur.decisions and cur.decisions[-1].rid == ev["rid"]:
+                d = cur.decisions[-1]
+                d.decision, d.result = ev["decision"], ev["result"]
+                d.start, d.end = ev["extend_start"], ev["extend_end"]
+        elif kind == "hicache_load_back":
+            if cur and cur.decisions and cur.decisions[-1].rid == ev["rid"]:
+                cur.decisions[-1].loaded = ev["loaded"]
+        elif kind == "as_write":
+            # One forward's writes share a round; a rid written twice means another round.
+            # A write whose block count does not match the piece this round logged for the
+            # same request belongs to a later, silent round of that request.
+            logged_end = next(
+                (
+                    d.end
+                    for d in (cur.decisions if cur else [])
+                    if d.rid == ev["rid"] and d.end is not None
+                ),
+                None,
+            )
+            stale = logged_end is not None and ev["blocks"] != logged_end // ev["block_size"]
+            if (
+                cur is None
+                or cur.oom is not None
+                or stale
+                or any(r == ev["rid"] for r, _, _ in cur.as_writes)
+            ):
+                cur = new(ev["time"])
+            cur.as_writes.append((ev["rid"], ev["blocks"], where(ev)))
+            cur.forwarded = True
+        elif kind == "oom":
+            oom = {
+                "tokens": ev["oom_tokens"],
+                "available": ev["oom_available"],
+                "available_size": ev["oom_available_size"],
+                "evictable_size": ev["oom_evictable_size"],
+                "where": where(ev),
+                "time": ev["time"].isoformat(sep=" ") if ev["time"] else None,
+            }
+            cur = new(ev["time"]) if cur is None or cur.forwarded or cur.decisions else cur
+            cur.oom = oom
+    return rounds, oom
+
+
+def _chunk_step(cfg: Config, done: int, seq_len: int, baseline: int) -> tuple[int, bool]:
+    """The model's ``add_chunked_req`` sizing with nothing else in the batch."""
+    n = min(cfg.chunked_prefill_size, baseline)
+    forced = n <= 0
+    if forced:
+        n = cfg.chunked_prefill_size
+    if seq_len - done > n:
+        end = done + n
+        if cfg.align_size:
+            aligned = end // cfg.align_size * cfg.align_size
+            end = aligned if aligned > done else end
+        return end, forced
+    return seq_len, forced
+
+
+def rebuild_rounds(
+    events: pl.DataFrame, cfg: Config, config: dict[str, Prov], rank: str | None = None
+) -> Rebuild:
+    ev = events.filter(pl.col("kind").is_in(KINDS))
+    ranks = ev.filter(pl.col("kind") == "adder_check")["rank"].unique().to_list()
+    deciding = rank or (sorted(ranks)[0] if ranks else (ev["rank"][0] if ev.height else ""))
+    rows = ev.filter(pl.col("rank") == deciding).sort(["file", "line"]).to_dicts()
+    rounds, oom = _segment(rows, cfg)
+    contradictions: list[dict] = []
+    block = next((r["block_size"] for r in rows if r["kind"] == "as_write"), None)
+    page = cfg.page_size
+
+    seq_lens: dict[str, int] = {}
+    chunked: tuple[str, int, int] | None = None  # rid, seq_len, done
+    base_end: Prov | None = None
+    out: list[Round] = []
+
+    def gap_rounds(until: int, next_time) -> None:
+        """Silent rounds of the chunked request between its known end and ``until``."""
+        nonlocal chunked, base_end
+        while chunked and chunked[2] < until:
+            rid, seq, done = chunked
+            b = base_end.value if base_end else 0
+            end, forced = _chunk_step(cfg, done, seq, b)
+            end = min(end, until)
+            r = Round(len(out), next_time)
+            rule = (
+                "forced branch: rem_chunk_tokens taken"
+                if forced
+                else f"min(chunk {cfg.chunked_prefill_size}, rem_total {b})"
+            )
+            evid = [
+                f"{rule}, end aligned down to {cfg.align_size} unless that reaches the start",
+                f"baseline {b} assumed unchanged since the last known round (no KV transfer ended)",
+            ]
+            if block and end // block == done // block:
+                evid.append(
+                    f"no AttentionStore write expected: [{done}, {end}) stays inside block {done // block}"
+                )
+            r.pieces.append(Piece(rid, done, end, "resumed", INFERRED, evid))
+            pages = cfg.pages_for(done, end)
+            base_end = Prov(b - pages, INFERRED, [f"{b} - {pages} allocated"])
+            r.baseline = Prov(b, INFERRED, list(evid[1:2]))
+            r.baseline_end = base_end
+            out.append(r)
+            chunked = (rid, seq, end) if end < seq else None
+
+    for rnd in rounds:
+        rnd.index = len(out)
+        if rnd.decisions:
+            first = rnd.decisions[0]
+            if chunked:
+                rid, seq, done = chunked
+                spent = cfg.chunked_prefill_size - first.rem_chunk_tokens
+                last_piece = seq - done
+                if cfg.ceil_page(last_piece) == spent:
+                    end = seq
+                else:
+                    end, _ = _chunk_step(cfg, done, seq, spent)
+                # Silent rounds may sit between the last known piece and this one.
+                if cfg.ceil_page(end - done) != spent:
+                    contradictions.append(
+                        {
+                            "round": rnd.index,
+                            "what": "resumed piece",
+                            "detail": f"rem_chunk_tokens {first.rem_chunk_tokens} at {first.where} does not follow from resuming {rid} at {done}",
+                        }
+                    )
+                rnd.pieces.append(
+                    Piece(
+                        rid,
+                        done,
+                        end,
+                        "resumed",
+                        DERIVED,
+                        [
+                            f"chunk budget spent before the first check: {cfg.chunked_prefill_size} - {first.rem_chunk_tokens} = {spent} ({first.where})"
+                        ],
+                    )
+                )
+                chunked = (rid, seq, end) if end < seq else None
+            for d in rnd.decisions:
+                seq_lens[d.rid] = d.seq_len
+                if d.decision in ("full", "truncated") and d.start is not None:
+                    rnd.pieces.append(Piece(d.rid, d.start, d.end, "new", OBSERVED, [d.where]))
+                    if d.decision == "truncated":
+                        chunked = (d.rid, d.seq_len, d.end)
+            rnd.baseline = Prov(first.baseline, OBSERVED, [first.where])
+            last = rnd.decisions[-1]
+            admitted_last = last.decision in ("full", "truncated")
+            loaded = last.loaded if admitted_last else 0
+            alloc = sum(cfg.pages_for(p.start, p.end) for p in rnd.pieces)
+            base_end = Prov(
+                last.baseline - loaded - alloc,
+                DERIVED,
+                [f"{last.baseline} ({last.where}) - load-back {loaded} - {alloc} allocated"],
+            )
+            rnd.baseline_end = base_end
+            out.append(rnd)
+        elif rnd.as_writes and not rnd.oom:
+            # A forward with no adder line: the chunked request resumed alone.
+            rid_w = [r for r, _, _ in rnd.as_writes]
+            if not chunked or chunked[0] not in rid_w:
+                contradictions.append(
+                    {
+                        "round": len(out),
+                        "what": "AttentionStore write",
+                        "detail": f"writes for {rid_w} ({rnd.as_writes[0][2]}) in a round without adder lines, but no chunked request is known",
+                    }
+                )
+                continue
+            rid, seq, done = chunked
+            blocks = next(b for r, b, _ in rnd.as_writes if r == rid)
+            w = next(x for r, _, x in rnd.as_writes if r == rid)
+            lo, hi = blocks * block, min(seq, blocks * block + block - 1)
+            b = base_end.value if base_end else 0
+            end, forced = _chunk_step(cfg, done, seq, b)
+            evid = [
+                f"AttentionStore write blocks={blocks} ({w}): end in [{lo}, {hi}]",
+                f"min(chunk {cfg.chunked_prefill_size}, rem_total {b}) with end aligned down to {cfg.align_size}",
+                f"baseline {b} assumed unchanged since the last known round (no KV transfer ended)",
+            ]
+            if not lo <= end <= hi:
+                contradictions.append(
+                    {
+                        "round": len(out),
+                        "what": "silent round",
+                        "detail": f"model gives end {end} for {rid}, AS write says [{lo}, {hi}]: memory was freed in between?",
+                    }
+                )
+                end = lo if lo > done else hi
+            rnd.pieces.append(
+                Piece(rid, done, end, "resumed", INFERRED, evid, interval_end=(lo, hi))
+            )
+            pages = cfg.pages_for(done, end)
+            rnd.baseline = Prov(b, INFERRED, evid[2:])
+            base_end = Prov(b - pages, INFERRED, [f"{b} - {pages} allocated"])
+            rnd.baseline_end = base_end
+            chunked = (rid, seq, end) if end < seq else None
+            rnd.index = len(out)
+            out.append(rnd)
+        if rnd.oom is not None:
+            if chunked and rnd not in out:
+                rid, seq, done = chunked
+                start = seq - rnd.oom["tokens"]
+                if start < done:
+                    contradictions.append(
+                        {
+                            "round": len(out),
+                            "what": "out of memory",
+                            "detail": f"Try to allocate {rnd.oom['tokens']} exceeds what {rid} had left ({seq - done})",
+                        }
+                    )
+                gap_rounds(start, rnd.time)
+                rnd.index = len(out)
+                b = base_end.value if base_end else 0
+                _, forced = _chunk_step(cfg, start, seq, b)
+                rnd.pieces.append(
+                    Piece(
+                        rid,
+                        start,
+                        seq,
+                        "resumed",
+                        DERIVED,
+                        [
+                            f"out of memory 'Try to allocate {rnd.oom['tokens']} tokens' ({rnd.oom['where']}): the last piece [{seq} - {rnd.oom['tokens']}, {seq})",
+                            "forced branch: rem_total_tokens <= 0" if forced else "last piece",
+                        ],
+                    )
+                )
+                rnd.oom["rid"] = rid
+                rnd.oom["round"] = rnd.index
+                chunked = None
+                out.append(rnd)
+            elif rnd not in out:
+                rnd.index = len(out)
+                out.append(rnd)
+                rnd.oom["round"] = rnd.index
+    if oom is not None and "round" not in oom:
+        oom["round"] = out[-1].index if out else None
+    for i, r in enumerate(out):
+        r.index = i
+    return Rebuild(cfg, config, out, oom, contradictions, block, deciding, seq_lens)
