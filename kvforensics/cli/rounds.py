@@ -44,7 +44,7 @@ def rounds(
     ] = None,
 ) -> None:
     """Rebuild the rounds: observed, derived and inferred pieces, baselines and decisions."""
-    events, summary = read_events(logs, progress=True)
+    events, _summary = read_events(logs, progress=True)
     cfg, conf = read_config(events, overrides(page_size, align, chunk_size, pool_size))
     rb = rebuild_rounds(events, cfg, conf, rank=rank)
     cross_check(rb, events)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 from kvforensics.model import Config, Inflight, PagePool, PrefillNode, Request, Timing, get_policy
 from kvforensics.rounds import Rebuild, Round
 
@@ -11,7 +13,7 @@ def lock_drops(rnd: Round) -> dict[str, int]:
     that request's device prefix took it out of the evictable cache."""
     drops = {}
     ds = rnd.decisions
-    for prev, d in zip(ds, ds[1:], strict=False):
+    for prev, d in itertools.pairwise(ds):
         expected = prev.baseline - (prev.loaded if prev.decision in ("full", "truncated") else 0)
         if d.baseline < expected and d.prefix_len:
             drops[d.rid] = expected - d.baseline
@@ -25,11 +27,12 @@ def node_at(
     *,
     extra_waiting: list[Request] = (),
     inflight: list[tuple[str, int, float]] = (),
-    timing: Timing = Timing(),
+    timing: Timing | None = None,
     start_time: float = 0.0,
 ) -> PrefillNode:
     """A node at the start of ``rnd``: its baseline, its chunked request, its queue."""
     cfg: Config = rb.cfg
+    timing = timing or Timing()
     drops = lock_drops(rnd)
     base = rnd.baseline.value if rnd.baseline else 0
     evictable = {f"prefix:{rid}": n for rid, n in drops.items()}
@@ -55,7 +58,7 @@ def node_at(
         chunked.done = p.start
         chunked.admitted_round = rnd.index - 1
         pool.held[p.rid] = cfg.ceil_page(p.start)
-    for rid, tokens, done_at in inflight:
+    for rid, tokens, _done_at in inflight:
         pool.held[rid] = pool.held.get(rid, 0) + tokens
     flight = [Inflight(rid, done_at) for rid, _, done_at in inflight]
     return PrefillNode(

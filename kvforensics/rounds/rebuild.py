@@ -236,7 +236,6 @@ def rebuild_rounds(
     rounds, oom = _segment(rows, cfg)
     contradictions: list[dict] = []
     block = next((r["block_size"] for r in rows if r["kind"] == "as_write"), None)
-    page = cfg.page_size
 
     seq_lens: dict[str, int] = {}
     chunked: tuple[str, int, int] | None = None  # rid, seq_len, done

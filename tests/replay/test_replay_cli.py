@@ -1,0 +1,87 @@
+"""End to end: the incident logs through `rounds` and `replay`, as a user runs them."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import FIXTURES
+
+INC = FIXTURES / "logs" / "incident"
+B, C = "as-1keim4u1e8", "as-xpkq7d03n5"
+
+
+def cli(*args):
+    return subprocess.run([sys.executable, "-m", "kvforensics", *map(str, args)],
+                          capture_output=True, text=True, timeout=300)
+
+
+@pytest.fixture(scope="module")
+def pp0_only():
+    out = cli("replay", INC / "pp0.log", "--format", "json")
+    return out.returncode, json.loads(out.stdout)
+
+
+def test_replay_pp0_reproduces_the_incident(pp0_only):
+    rc, d = pp0_only
+    assert d["observed_oom"]["rid"] == B
+    assert (d["observed_oom"]["tokens"], d["observed_oom"]["available"]) == (2056, 0)
+    assert d["reproduced"] is True
+    assert d["policies"]["prefix"]["oom"] == d["observed_oom"]
+    for p in ("fixed", "upstream", "drain"):
+        assert d["policies"][p]["oom"] is None
+    rc_ = d["root_cause"]
+    assert (rc_["victim_rid"], rc_["unreserved_tail"], rc_["leftover_chunk_budget"]) == (B, 4936, 192)
+    assert (rc_["intruder_rid"], rc_["intruder_compute"], rc_["intruder_load_back"]) == (C, 185, 15360)
+    assert (rc_["unaligned_piece"], rc_["aligned_piece"]) == (2496, 2304)
+    delays = {x["rid"]: x for x in d["policies"]["fixed"]["delays"]}
+    assert delays[C]["delay_s"] > 0  # the fix's cost: C waits for memory
+    assert rc in (0, 3)
+
+
+def rounds_json(*files):
+    out = cli("rounds", *files, "--format", "json")
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout)
+
+
+def b_pieces(d):
+    return [(p["start"], p["end"], p["provenance"], p["cross_checked"], p["evidence"])
+            for r in d["rounds"] for p in r["pieces"] if p["rid"] == B]
+
+
+def test_rounds_from_pp0_alone():
+    d = rounds_json(INC / "pp0.log")
+    assert d["config"]["page_size"]["provenance"] == "observed"
+    assert d["config"]["align_size"]["value"] == 256
+    pieces = b_pieces(d)
+    assert [(s, e, p) for s, e, p, _, _ in pieces] == [
+        (86784, 89088, "observed"), (89088, 91904, "inferred"),
+        (91904, 91968, "inferred"), (91968, 94024, "derived")]
+    assert any("blocks=359" in ev for ev in pieces[1][4])
+    assert any("2056" in ev for ev in pieces[3][4])
+    assert not any(c for _, _, _, c, _ in pieces)
+
+
+def test_pp3_cross_checks_the_inferred_pieces():
+    d = rounds_json(INC / "pp0.log", INC / "pp1.log.gz", INC / "pp3.log")
+    pieces = b_pieces(d)
+    assert [c for *_, c, _ in pieces[1:3]] == [True, True]
+    assert any("#new-token: 2816" in ev for ev in pieces[1][4])
+    assert any("#new-token: 64" in ev for ev in pieces[2][4])
+
+
+def test_log_without_startup_lines_names_the_flags(tmp_path):
+    lines = (INC / "pp0.log").read_text().splitlines()
+    body = [x for x in lines if "server_args" not in x and "max_total_num_tokens" not in x
+            and "checkpoint end align" not in x]
+    f = tmp_path / "nostart.log"
+    f.write_text("\n".join(body[-40:]) + "\n")
+    out = cli("replay", f)
+    assert out.returncode == 2
+    assert "--page-size" in out.stderr and "--align" in out.stderr and "--chunk-size" in out.stderr
+    assert len(out.stderr.strip().splitlines()) == 1
+    ok = cli("replay", f, "--page-size", 64, "--align", 256, "--chunk-size", 16384,
+             "--pool-size", 262144, "--format", "json")
+    assert json.loads(ok.stdout)["reproduced"] is True
