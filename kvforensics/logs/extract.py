@@ -145,7 +145,7 @@ def _multiline(df: pl.DataFrame, heads: pl.DataFrame, taken: pl.Series, cat: Cat
     g = pl.DataFrame({"idx": df["idx"], "text": df["text"], "group": group,
                       "boundary": boundary, "prefixed": prefixed})
     head_groups = g["group"].gather(heads["idx"])
-    rows = g.filter(pl.col("group").is_in(pl.concat([head_groups, head_groups + 1])))
+    rows = g.filter(pl.col("group").is_in(pl.concat([head_groups, head_groups + 1]).to_list()))
     by_group = {k[0]: v for k, v in rows.partition_by("group", as_dict=True).items()}
     prefix_re = re.compile(cat.prefix.regex)
     bodies, attached, used = [], [], []

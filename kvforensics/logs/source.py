@@ -14,6 +14,7 @@ from kvforensics.errors import InputError
 
 GZIP_MAGIC = b"\x1f\x8b"
 READ_SIZE = 4 << 20
+OUT_PIECE = 256 << 10
 
 
 def check_readable(path: Path) -> None:
@@ -60,7 +61,7 @@ def _gunzip(fh, path: Path, gaps: list[str], on_read, read_size: int) -> Iterato
         if on_read and block:
             on_read(len(block))
         if not block:
-            if not d.eof and (out_total or d.unconsumed_tail):
+            if not d.eof and out_total:
                 gaps.append(f"{path}: gzip stream ends early (truncated file); "
                             f"read {out_total} bytes of log before the cut")
             elif not d.eof:
@@ -69,7 +70,8 @@ def _gunzip(fh, path: Path, gaps: list[str], on_read, read_size: int) -> Iterato
         data = block
         while data:
             try:
-                out = d.decompress(data)
+                # bounded output per call: on damage only the last small piece is lost
+                out = d.decompress(data, OUT_PIECE)
             except zlib.error as exc:
                 gaps.append(f"{path}: corrupt gzip data after {out_total} bytes of log "
                             f"({exc}); the rest of the file is not read")
@@ -77,22 +79,24 @@ def _gunzip(fh, path: Path, gaps: list[str], on_read, read_size: int) -> Iterato
             if out:
                 out_total += len(out)
                 yield out
-            data = d.unused_data if d.eof else b""
-            if d.eof:
-                if data and not data.startswith(GZIP_MAGIC):
-                    if data.strip(b"\x00"):
-                        gaps.append(f"{path}: {len(data)}+ bytes of non-gzip data after the "
-                                    f"compressed stream were not read")
+            if not d.eof:
+                data = d.unconsumed_tail
+                continue
+            data = d.unused_data
+            if data and not data.startswith(GZIP_MAGIC):
+                if data.strip(b"\x00"):
+                    gaps.append(f"{path}: {len(data)}+ bytes of non-gzip data after the "
+                                f"compressed stream were not read")
+                return
+            if not data:
+                # the next member may start in the next block
+                nxt = fh.read(2)
+                if not nxt:
                     return
-                if not data:
-                    # the next member may start in the next block
-                    nxt = fh.read(2)
-                    if not nxt:
-                        return
-                    fh.seek(-len(nxt), 1)
-                    if nxt != GZIP_MAGIC[: len(nxt)]:
-                        if nxt.strip(b"\x00"):
-                            gaps.append(f"{path}: trailing non-gzip data after the "
-                                        f"compressed stream was not read")
-                        return
-                d = zlib.decompressobj(wbits=31)
+                fh.seek(-len(nxt), 1)
+                if nxt != GZIP_MAGIC[: len(nxt)]:
+                    if nxt.strip(b"\x00"):
+                        gaps.append(f"{path}: trailing non-gzip data after the "
+                                    f"compressed stream was not read")
+                    return
+            d = zlib.decompressobj(wbits=31)
