@@ -249,7 +249,13 @@ def rebuild_rounds(
             rid, seq, done = chunked
             b = base_end.value if base_end else 0
             end, forced = _chunk_step(cfg, done, seq, b)
-            end = min(end, until)
+            if end > until:
+                contradictions.append({
+                    "round": len(out), "what": "silent round",
+                    "detail": f"the model resumes {rid} at {done} up to {end}, but the next evidence "
+                              f"has its piece starting at {until}",
+                })
+                end = until
             r = Round(len(out), next_time)
             rule = (
                 "forced branch: rem_chunk_tokens taken"
@@ -276,6 +282,11 @@ def rebuild_rounds(
         rnd.index = len(out)
         if rnd.decisions:
             first = rnd.decisions[0]
+            if chunked and first.rem_chunk_tokens == cfg.chunked_prefill_size:
+                # The full budget is left: the chunked request finished in rounds that
+                # printed nothing (alone in the batch, its waiting queue skipped).
+                gap_rounds(chunked[1], rnd.time)
+                rnd.index = len(out)
             if chunked:
                 rid, seq, done = chunked
                 spent = cfg.chunked_prefill_size - first.rem_chunk_tokens

@@ -85,3 +85,31 @@ def test_log_without_startup_lines_names_the_flags(tmp_path):
     ok = cli("replay", f, "--page-size", 64, "--align", 256, "--chunk-size", 16384,
              "--pool-size", 262144, "--format", "json")
     assert json.loads(ok.stdout)["reproduced"] is True
+
+
+def test_clean_log_has_no_oom_and_agrees():
+    out = cli("replay", FIXTURES / "logs" / "clean" / "pp0.log", "--format", "json")
+    d = json.loads(out.stdout)
+    assert out.returncode == 0
+    assert d["observed_oom"] is None and d["root_cause"] is None
+    assert d["fidelity"]["rounds_checked"] > 100 and d["fidelity"]["mismatches"] == []
+    assert all(p["oom"] is None for p in d["policies"].values())
+
+
+def test_incident_traffic_matches_the_model_round_by_round(pp0_only):
+    _, d = pp0_only
+    assert d["fidelity"]["rounds_checked"] > 5000
+    assert d["fidelity"]["mismatches"] == []
+    assert d["contradictions"] == []
+
+
+def test_contradicting_log_is_reported_not_crashed():
+    out = cli("replay", FIXTURES / "logs" / "contradiction" / "pp0.log", "--format", "json")
+    d = json.loads(out.stdout)
+    assert out.returncode == 4  # the logged OOM is not what the model reproduces
+    assert d["reproduced"] is False
+    assert d["observed_oom"]["tokens"] == 2000
+    assert d["policies"]["prefix"]["oom"]["tokens"] == 2056
+    assert any(c["what"] == "silent round" for c in d["contradictions"])
+    table = cli("replay", FIXTURES / "logs" / "contradiction" / "pp0.log")
+    assert table.returncode == 4 and "NOT reproduced" in table.stdout
