@@ -43,13 +43,23 @@ def _store_rows(
         tl.store(dst_row + cols[None, :], tl.load(src_row + cols[None, :], mask=ok), mask=ok)
 
 
-def store_rows(dst, idx, src, *, block_rows: int | None = None, num_warps: int = 4) -> None:
+def store_rows(
+    dst,
+    idx,
+    src,
+    *,
+    block_rows: int | None = None,
+    block_w: int | None = None,
+    num_warps: int = 4,
+) -> None:
     """dst[l, idx[i], :] = src[l, i, :] for every layer l. ``dst`` [L, S, W] and ``src``
     [L, n, W] are same-typed integer views with unit stride along W; ``idx`` is int64 [n]."""
     n, width = idx.numel(), dst.shape[2]
     if n == 0:
         return
-    block_w = min(triton.next_power_of_2(width), 1024)
+    # Default tile: the whole row (up to 1024 words) x enough rows for ~4096 words a
+    # program; gpu_exec_check.py sweeps the alternatives on the real machine.
+    block_w = block_w or min(triton.next_power_of_2(width), 1024)
     block_n = block_rows or max(1, 4096 // block_w)
     grid = (triton.cdiv(n, block_n), dst.shape[0])
     _store_rows[grid](

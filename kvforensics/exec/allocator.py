@@ -51,6 +51,12 @@ class Page:
     pos0: int
     lo: int = 0
     hi: int = 0
+    #: rows written after a split: a page a request held before the plan started has
+    #: placeholder content in its first rows and the request's next tokens after them
+    tail: Page | None = None
+
+    def records(self) -> list[Page]:
+        return [self] if self.tail is None else [self, self.tail]
 
 
 @dataclass(slots=True)
@@ -200,7 +206,15 @@ class PageAllocator:
             pg = h.pages[k - h.first]
             lo, hi = max(start - k * p, 0), min(end - k * p, p)
             # A page half-filled by the previous piece keeps its rows; extend them.
-            pg.lo, pg.hi = (lo, hi) if pg.lo == pg.hi else (min(pg.lo, lo), max(pg.hi, hi))
+            if pg.lo == pg.hi:
+                pg.lo, pg.hi = lo, hi
+            elif pg.seed == seed and pg.pos0 == k * p:
+                pg.lo, pg.hi = min(pg.lo, lo), max(pg.hi, hi)
+            elif pg.tail is not None:
+                pg.tail.hi = max(pg.tail.hi, hi)
+            else:
+                pg.hi = min(pg.hi, lo)
+                pg.tail = Page(pg.id, seed, k * p, lo, hi)
             runs.append((pg.id * p + lo, hi - lo, k * p + lo, seed))
         return runs
 
@@ -233,10 +247,11 @@ class PageAllocator:
     def runs(self, include_free: bool = False) -> list[Run]:
         p = self.page
         return [
-            (pg.id * p + pg.lo, pg.hi - pg.lo, pg.pos0 + pg.lo, pg.seed)
+            (r.id * p + r.lo, r.hi - r.lo, r.pos0 + r.lo, r.seed)
             for _, pages in self.holders()
             for pg in pages
-            if pg.hi > pg.lo
+            for r in pg.records()
+            if r.hi > r.lo
         ]
 
     def check_structure(self) -> list[str]:

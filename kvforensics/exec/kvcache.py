@@ -124,9 +124,9 @@ class KvCache:
         """
         runs, owner = [], []
         for h, (_, pages) in enumerate(holders):
-            for pg in pages:
-                if pg.hi > pg.lo:
-                    runs.append((pg.id * page + pg.lo, pg.hi - pg.lo, pg.pos0 + pg.lo, pg.seed))
+            for r in (r for pg in pages for r in pg.records()):
+                if r.hi > r.lo:
+                    runs.append((r.id * page + r.lo, r.hi - r.lo, r.pos0 + r.lo, r.seed))
                     owner.append(h)
         slot, pos, seed = expand(runs, self.device)
         bad = []
@@ -134,7 +134,7 @@ class KvCache:
             b = a + self.chunk
             got = self.kv.index_select(1, slot[a:b])
             want = content.generate(content.row_keys(seed[a:b], pos[a:b]), self.cols, self.kv.dtype)
-            rows = (got != want).flatten(start_dim=2).any(dim=2).any(dim=0)
+            rows = (got != want).any(dim=2).any(dim=0)
             if bool(rows.any()):
                 bad.append(rows.nonzero().flatten().cpu() + a)
         if not bad:

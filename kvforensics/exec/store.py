@@ -26,21 +26,31 @@ StoreFn = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], None]
 _WORDS = {8: torch.int64, 4: torch.int32, 2: torch.int16, 1: torch.uint8}
 
 
-def word_view(t: torch.Tensor) -> torch.Tensor:
-    """The widest integer view whose words tile a row exactly (bf16 x 576 -> int64 x 144)."""
-    row_bytes = t.shape[-1] * t.element_size()
+def _fits(t: torch.Tensor, size: int) -> bool:
+    return (
+        t.shape[-1] * t.element_size() % size == 0
+        and t.data_ptr() % size == 0
+        and all(s * t.element_size() % size == 0 for s in t.stride()[:-1])
+    )
+
+
+def word_views(*ts: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """The widest integer views (one word size for all) whose words tile the rows exactly:
+    bf16 x 576 -> int64 x 144. Rows must have unit stride along the last dim."""
     for size, dt in _WORDS.items():
-        if (
-            row_bytes % size == 0
-            and t.data_ptr() % size == 0
-            and all((s * t.element_size()) % size == 0 for s in t.stride()[:-1])
-        ):
-            return t.view(dt)
+        if all(_fits(t, size) for t in ts):
+            return tuple(t.view(dt) for t in ts)
     raise AssertionError("unreachable: 1-byte words always fit")
 
 
+def word_view(t: torch.Tensor) -> torch.Tensor:
+    return word_views(t)[0]
+
+
 def _torch_store(kv: torch.Tensor, idx: torch.Tensor, src: torch.Tensor) -> None:
-    kv.index_copy_(1, idx, src)
+    # Integer words: index_copy_ has no kernel for some dtypes (fp8), and bits are bits.
+    kvw, srcw = word_views(kv, src)
+    kvw.index_copy_(1, idx, srcw)
 
 
 def _import_triton_store(interpret: bool):
@@ -102,6 +112,7 @@ def get_store(backend: str, **kernel_opts: int) -> StoreFn:
     kernel = _import_triton_store(backend == "interpret")
 
     def store(kv: torch.Tensor, idx: torch.Tensor, src: torch.Tensor) -> None:
-        kernel(word_view(kv), idx, word_view(src), **kernel_opts)
+        kvw, srcw = word_views(kv, src)
+        kernel(kvw, idx, srcw, **kernel_opts)
 
     return store
