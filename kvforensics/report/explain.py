@@ -66,8 +66,8 @@ class Explanation:
             },
         }
 
-    def to_markdown(self, heading: str = "###") -> str:
-        out = [f"{heading} Round {self.round}", ""]
+    def to_markdown(self, heading: str = "###", title: bool = True) -> str:
+        out = [f"{heading} Round {self.round}", ""] if title else []
         out += [f"- {c}" for c in self.contrast]
         for policy, steps in self.steps.items():
             out += ["", f"{heading}# under `{policy}`", ""]

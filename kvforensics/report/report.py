@@ -1,2 +1,272 @@
-def write_report(*a, **k):
-    raise NotImplementedError
+"""The postmortem attachment: report.md, figures, and the ledgers behind every number.
+
+The verdict and the provenance are passed in, not computed here: for a scenario they are
+simply each policy's outcome and "the scenario file"; the log replay passes its own
+root cause, fidelity and the log line behind each input number."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from kvforensics.errors import InputError
+from kvforensics.ledger_io import write_frame
+from kvforensics.model import RunResult
+from kvforensics.outputs import atomic_write_text, check_not_input
+from kvforensics.report import _fmt
+from kvforensics.report.diff import Diff, diff_ledgers
+from kvforensics.report.explain import explain_round
+from kvforensics.report.figures import plot_pool, plot_waterfall
+from kvforensics.report.ledgers import ledger_of, round_summaries
+
+#: a per-round table longer than this is cut to the rounds around the focus and the OOM
+MAX_TABLE_ROUNDS = 120
+
+
+def outcome_sentence(r: RunResult) -> str:
+    if r.oom is not None:
+        o = r.oom
+        return (
+            f"`{r.policy}`: out of memory in round {o.round}: {o.rid} tried to allocate "
+            f"{o.tokens} tokens, {o.available} available."
+        )
+    left = sorted(rid for rid, q in r.requests.items() if q.finished_round is None)
+    tail = f"; still unfinished: {', '.join(left)}" if left else "; every request finished"
+    return f"`{r.policy}`: no out of memory in {len(r.rounds)} rounds{tail}."
+
+
+def pick_focus(results: Mapping[str, RunResult]) -> int | None:
+    """The round to explain: where a crashing policy first parts from one that does not
+    crash (the decision that caused the crash), else the first divergence of the first
+    two policies, else the OOM round, else the first round."""
+    crashed = [p for p, r in results.items() if r.oom is not None]
+    fine = [p for p, r in results.items() if r.oom is None]
+    pair = (crashed[0], fine[0]) if crashed and fine else tuple(list(results)[:2])
+    if len(pair) == 2:
+        d = _diff(results, *pair)
+        div = d.first_divergence or d.first_accounting_divergence
+        if div is not None:
+            return div.round
+    if crashed:
+        return results[crashed[0]].oom.round
+    firsts = [r.rounds[0].round for r in results.values() if r.rounds]
+    return min(firsts) if firsts else None
+
+
+def _diff(results: Mapping[str, RunResult], a: str, b: str) -> Diff:
+    return diff_ledgers(results[a].ledger_frame(), results[b].ledger_frame(), a, b)
+
+
+def _mapping_md(obj: Any, depth: int = 0) -> list[str]:
+    """Any JSON-like verdict or provenance as nested bullets (its keys are the replay's)."""
+    pad = "  " * depth
+    if isinstance(obj, Mapping):
+        out = []
+        for k, v in obj.items():
+            if isinstance(v, Mapping | list | tuple) and v:
+                out.append(f"{pad}- **{k}**:")
+                out += _mapping_md(v, depth + 1)
+            else:
+                out.append(f"{pad}- **{k}**: {_fmt.num(v)}")
+        return out
+    if isinstance(obj, list | tuple):
+        out = []
+        for v in obj:
+            if isinstance(v, Mapping | list | tuple):
+                sub = _mapping_md(v, depth + 1)
+                out.append(f"{pad}- " + (sub[0].strip()[2:] if sub else ""))
+                out += sub[1:]
+            else:
+                out.append(f"{pad}- {_fmt.num(v)}")
+        return out
+    return [f"{pad}- {_fmt.num(obj)}"]
+
+
+def _outcome_table(results: Mapping[str, RunResult]) -> str:
+    rows = []
+    for p, r in results.items():
+        summaries = round_summaries(ledger_of(r))
+        peak = max((s.unallocated_tail for s in summaries), default=0)
+        o = r.oom
+        left = sorted(rid for rid, q in r.requests.items() if q.finished_round is None)
+        rows.append(
+            [
+                p,
+                len(summaries),
+                "yes" if o else "no",
+                o.round if o else "-",
+                o.rid if o else "-",
+                o.tokens if o else "-",
+                o.available if o else "-",
+                peak,
+                ", ".join(left) or "-",
+            ]
+        )
+    headers = [
+        "policy",
+        "rounds",
+        "out of memory",
+        "OOM round",
+        "request",
+        "tried to allocate",
+        "available",
+        "peak promised-but-unallocated",
+        "unfinished",
+    ]
+    return _fmt.md_table(headers, rows, right=(1, 3, 5, 6, 7))
+
+
+def _round_table(r: RunResult, focus: int | None) -> str:
+    summaries = round_summaries(ledger_of(r))
+    times = {rec.round: rec.time for rec in r.rounds}
+    keep = summaries
+    note = ""
+    if len(summaries) > MAX_TABLE_ROUNDS:
+        anchors = [x for x in (focus, r.oom.round if r.oom else None) if x is not None]
+        near = {n for a in anchors for n in range(a - 10, a + 11)}
+        keep = [s for s in summaries if s.round in near] or summaries[:MAX_TABLE_ROUNDS]
+        note = f"\n\n({len(summaries) - len(keep)} rounds left out; all are in the ledger files.)"
+    rows = []
+    for s in keep:
+        dec = _fmt.decisions(s.decisions)
+        if s.oom:
+            dec += f"; OUT OF MEMORY allocating {s.oom['tokens']} ({s.oom['available']} available)"
+        rows.append(
+            [
+                s.round,
+                f"{times[s.round]:.2f}" if s.round in times else "-",
+                _fmt.pieces(s.pieces),
+                dec,
+                s.baseline_after,
+                s.unallocated_tail,
+            ]
+        )
+    headers = [
+        "round",
+        "time s",
+        "pieces [start, end) len",
+        "decisions",
+        "baseline after",
+        "unallocated tail",
+    ]
+    return _fmt.md_table(headers, rows, right=(0, 1, 4, 5)) + note
+
+
+def write_report(
+    out_dir: str | Path,
+    results: Mapping[str, RunResult],
+    *,
+    title: str,
+    verdict: Mapping[str, Any] | None = None,
+    provenance: Mapping[str, Any] | None = None,
+    events: pl.DataFrame | None = None,
+    focus_round: int | None = None,
+    inputs: Iterable[str | Path] = (),
+) -> list[Path]:
+    """Write the attachment into `out_dir`; returns the files written (report.md first).
+    `inputs` are the files the results came from: nothing is written over them."""
+    if not results:
+        raise InputError("nothing to report: no policy results")
+    out = Path(out_dir)
+    if out.exists() and not out.is_dir():
+        raise InputError(f"{out}: exists and is not a directory")
+    inputs = [Path(p) for p in inputs]
+    focus = focus_round if focus_round is not None else pick_focus(results)
+    all_rounds = {s.round for r in results.values() for s in round_summaries(ledger_of(r))}
+    if focus is not None and focus not in all_rounds:
+        raise InputError(
+            f"round {focus} is not in the results (rounds {min(all_rounds)}..{max(all_rounds)})"
+        )
+
+    paths = {
+        "md": out / "report.md",
+        "pool": out / "pool.png",
+        "waterfall": out / f"waterfall-round-{focus}.png",
+        "ledger_parquet": out / "ledger.parquet",
+        "ledger_csv": out / "ledger.csv",
+    }
+    if events is not None:
+        paths["events_parquet"] = out / "events.parquet"
+        paths["events_csv"] = out / "events.csv"
+    for p in paths.values():
+        check_not_input(p, inputs)
+
+    written: list[Path] = []
+    plot_pool(results, paths["pool"])
+    written.append(paths["pool"])
+    if focus is not None:
+        plot_waterfall(results, focus, paths["waterfall"])
+        written.append(paths["waterfall"])
+    ledger = pl.concat([r.ledger_frame() for r in results.values()], how="vertical_relaxed")
+    for key in ("ledger_parquet", "ledger_csv"):
+        write_frame(ledger, paths[key])
+        written.append(paths[key])
+    if events is not None:
+        for key in ("events_parquet", "events_csv"):
+            write_frame(events, paths[key])
+            written.append(paths[key])
+
+    md = _markdown(results, title, verdict, provenance, focus, [p.name for p in written])
+    atomic_write_text(paths["md"], md)
+    return [paths["md"], *written]
+
+
+def _markdown(results, title, verdict, provenance, focus, files) -> str:
+    names = list(results)
+    out = [f"# {title}", "", "## Verdict", ""]
+    if verdict:
+        out += _mapping_md(verdict)
+    else:
+        out += [f"- {outcome_sentence(r)}" for r in results.values()]
+    out += ["", "## Outcome per policy", "", _outcome_table(results), ""]
+
+    if len(names) >= 2:
+        out += ["## Where the policies part", ""]
+        for other in names[1:]:
+            d = _diff(results, names[0], other)
+            out += [f"- `{names[0]}` vs `{other}`: " + ". ".join(d.headline())]
+        out.append("")
+    if focus is not None:
+        out += [f"## Round {focus} explained", ""]
+        out.append(
+            "Columns: memory need = remaining prompt (including host hits) + 1 + page; "
+            "offsets shown before → after the step; chunk budget before → after."
+        )
+        out += ["", explain_round(results, focus).to_markdown(heading="###", title=False)]
+
+    out += ["## Figures", ""]
+    out += [
+        "![KV pool use per round](pool.png)",
+        "",
+        "KV slots in use after each round, with the promised-but-unallocated tail of a chunked "
+        "request stacked on top; the dashed line is the pool size.",
+        "",
+    ]
+    if focus is not None:
+        out += [
+            f"![Round {focus} as a ledger waterfall](waterfall-round-{focus}.png)",
+            "",
+            f"Round {focus}'s memory book per policy: the baseline minus each step's lock, "
+            "load-back and offset charge; dashed boxes are a later request's memory need as "
+            "checked; a hatched box is a tail left out of the offset.",
+            "",
+        ]
+
+    out += ["## Per-round table", ""]
+    for p, r in results.items():
+        out += [f"### `{p}`", "", _round_table(r, focus), ""]
+
+    out += ["## Where each number came from", ""]
+    if provenance:
+        out += _mapping_md(provenance)
+    else:
+        out += [
+            "- requests, pool, configuration and timing: the scenario file",
+            "- decisions, pieces, offsets, budgets, allocations and any out of memory: "
+            "re-run of the admission model under each policy (in `ledger.parquet` / `ledger.csv`)",
+        ]
+    out += ["", "## Files", ""] + [f"- `{f}`" for f in ["report.md", *files]]
+    return "\n".join(out) + "\n"
