@@ -6,11 +6,11 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
 from kvforensics.cli import app
-from kvforensics.cli._common import console
 from kvforensics.logs import ParseSummary, load_catalogue
 from kvforensics.logs.writers import events_lazy, output_kind, sink_events
 from kvforensics.outputs import atomic_write, check_not_input
@@ -36,6 +36,8 @@ def parse(
 
 
 def print_summary(s: ParseSummary, out: Path) -> None:
+    # soft_wrap: lines stay whole (paths, samples) so they can be grepped and copied
+    console = Console(soft_wrap=True)
     mb = s.bytes_read / 1e6
     console.print(f"read {len(s.files)} file(s), {mb:.1f} MB, {s.lines} lines -> "
                   f"{s.events} events in {escape(str(out))}")
@@ -53,7 +55,7 @@ def print_summary(s: ParseSummary, out: Path) -> None:
     if s.unmatched_samples:
         console.print("unmatched lines (first few):")
         for path, line, text in s.unmatched_samples:
-            console.print(f"  {escape(path)}:{line}: {escape(text[:160])}", soft_wrap=True)
+            console.print(f"  {escape(path)}:{line}: {escape(text[:160])}")
     if s.decode_node:
         console.print("[bold yellow]warning:[/] Decode batch lines found: this log is from a "
                       "decode or colocated node, not a prefill-only node")

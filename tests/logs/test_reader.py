@@ -195,13 +195,20 @@ def test_long_line_and_nul_bytes(tmp_path):
     assert s.unmatched == 2 and len(s.unmatched_samples[0][2]) == 300
 
 
+def _file(name: str, data: bytes):
+    def make(d):
+        (d / name).write_bytes(data)
+        return d / name
+    return make
+
+
 @pytest.mark.parametrize(
     ("setup", "msg"),
     [
         (lambda d: d / "missing.log", "no such file"),
         (lambda d: d, "is a directory"),
-        (lambda d: (d / "e.log").write_bytes(b"") and None or d / "e.log", "empty file"),
-        (lambda d: (d / "b.bin").write_bytes(bytes(range(256)) * 100) and None or d / "b.bin", "binary data"),
+        (_file("e.log", b""), "empty file"),
+        (_file("b.bin", bytes(range(256)) * 100), "binary data"),
     ],
 )
 def test_unreadable_inputs_raise_one_line(tmp_path, setup, msg):
