@@ -160,13 +160,16 @@ def _transfer_model(
         notes.append(f"KV transfers take {seconds:.2f} s (given: --transfer-seconds)")
     base = start.baseline.value if start.baseline else 0
     held = max(0, rb.cfg.pool_size - base)
-    count = 1
-    if start.batch is None:
-        b = events.filter(pl.col("kind") == "prefill_batch")
-        if b.height and "inflight_req" in b.columns:
-            vals = b["inflight_req"].drop_nulls()
-            if vals.len():
-                count = max(1, int(vals[-1]))
+    count, source = 1, "no batch line: assumed one"
+    if start.batch and start.batch.get("inflight_req") is not None:
+        # The batch line is printed after the round's forward: the requests that finished
+        # in that round are already counted, so take them out again.
+        finished = sum(1 for d in start.decisions if d.decision == "full")
+        count = max(1, int(start.batch["inflight_req"]) - finished)
+        source = (
+            f"{start.batch['where']} #inflight-req: {start.batch['inflight_req']} "
+            f"minus {finished} finished in that round (derived)"
+        )
     page = rb.cfg.page_size
     share = held // count // page * page
     inflight = [
@@ -175,8 +178,9 @@ def _transfer_model(
     if held - share * count:
         inflight.append(("inflight-rest", held - share * count, seconds + per_round))
     notes.append(
-        f"{held} slots held by {count} in-flight request(s) at round {start.index} "
-        f"(derived: pool {rb.cfg.pool_size} - baseline {base}); split evenly (assumed)"
+        f"{held} slots held by requests in KV transfer at round {start.index} "
+        f"(derived: pool {rb.cfg.pool_size} - baseline {base}); {count} of them ({source}), "
+        "holding equal shares and finishing one after another (assumed)"
     )
     return Timing(round_overhead_s=per_round, transfer_latency_s=seconds), inflight
 

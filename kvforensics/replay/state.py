@@ -38,8 +38,11 @@ def node_at(
     evictable = {f"prefix:{rid}": n for rid, n in drops.items()}
     # The rest of such a prefix was already locked by an earlier request (shared blocks):
     # cached, but not evictable.
-    shared = {d.rid: d.prefix_len - drops[d.rid] for d in rnd.decisions
-              if d.rid in drops and d.prefix_len > drops[d.rid]}
+    shared = {
+        d.rid: d.prefix_len - drops[d.rid]
+        for d in rnd.decisions
+        if d.rid in drops and d.prefix_len > drops[d.rid]
+    }
     evictable.update({f"shared:{rid}": n for rid, n in shared.items()})
     pool = PagePool(
         page_size=cfg.page_size,
@@ -53,7 +56,9 @@ def node_at(
     for d in rnd.decisions:
         req = Request(d.rid, d.seq_len, d.prefix_len, d.host_hit_len)
         if d.rid in drops:
-            req.prefix_keys = (f"prefix:{d.rid}",) + ((f"shared:{d.rid}",) if d.rid in shared else ())
+            req.prefix_keys = (f"prefix:{d.rid}",) + (
+                (f"shared:{d.rid}",) if d.rid in shared else ()
+            )
         waiting.append(req)
     waiting.extend(extra_waiting)
     chunked = None

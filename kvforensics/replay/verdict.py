@@ -81,7 +81,15 @@ def root_cause(rr) -> dict | None:
         if intruder
         else None,
         "round": t["round"],
+        "round_time": _time_of(rr, t["round"]),
     }
+
+
+def _time_of(rr, index: int) -> str | None:
+    rounds = rr.rebuild.rounds
+    if 0 <= index < len(rounds) and rounds[index].time is not None:
+        return rounds[index].time.isoformat(sep=" ")
+    return None
 
 
 def verdict_text(rc: dict | None, observed: dict | None, results: dict) -> list[str]:
@@ -92,7 +100,8 @@ def verdict_text(rc: dict | None, observed: dict | None, results: dict) -> list[
             ]
         return ["No out of memory in these logs."]
     lines = [
-        f"{rc['victim_rid']} ({rc['victim_seq_len']} tokens) was truncated in round {rc['round']} to "
+        f"{rc['victim_rid']} ({rc['victim_seq_len']} tokens) was truncated in round {rc['round']}"
+        f"{' (' + rc['round_time'] + ')' if rc.get('round_time') else ''} to "
         f"[{rc['victim_piece'][0]}, {rc['victim_piece'][1]}): the {rc['align_size']}-token checkpoint alignment cut "
         f"its piece from {rc['unaligned_piece']} to {rc['aligned_piece']}, leaving {rc['leftover_chunk_budget']} tokens of chunk budget.",
         f"Its tail of {rc['unreserved_tail']} tokens was not charged to rem_total_token_offset.",

@@ -30,6 +30,8 @@ def cross_check(rb: Rebuild, events: pl.DataFrame) -> None:
                     "rank": rank,
                     "new_token": b["new_token"],
                     "new_seq": b["new_seq"],
+                    "inflight_req": b.get("inflight_req"),
+                    "queue_req": b.get("queue_req"),
                     "cached_token": b["cached_token"],
                     "where": where(b),
                 }

@@ -250,11 +250,14 @@ def rebuild_rounds(
             b = base_end.value if base_end else 0
             end, forced = _chunk_step(cfg, done, seq, b)
             if end > until:
-                contradictions.append({
-                    "round": len(out), "what": "silent round",
-                    "detail": f"the model resumes {rid} at {done} up to {end}, but the next evidence "
-                              f"has its piece starting at {until}",
-                })
+                contradictions.append(
+                    {
+                        "round": len(out),
+                        "what": "silent round",
+                        "detail": f"the model resumes {rid} at {done} up to {end}, but the next evidence "
+                        f"has its piece starting at {until}",
+                    }
+                )
                 end = until
             r = Round(len(out), next_time)
             rule = (
