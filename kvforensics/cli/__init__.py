@@ -35,9 +35,12 @@ def _root(
 
 # Command modules register themselves on `app` when imported.
 from kvforensics.cli import (  # noqa: E402
+    diff,  # noqa: F401
     exec,  # noqa: F401
+    explain,  # noqa: F401
     parse,  # noqa: F401
     replay,  # noqa: F401
+    report,  # noqa: F401
     rounds,  # noqa: F401
     simulate,  # noqa: F401
 )

@@ -1,0 +1,41 @@
+"""`kvforensics diff`: two ledgers side by side, first divergence highlighted."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from kvforensics.cli import app
+from kvforensics.cli._common import console, print_json
+from kvforensics.errors import InputError
+from kvforensics.report.diff import diff_ledgers
+from kvforensics.report.inputs import diff_inputs
+
+
+@app.command()
+def diff(
+    inputs: Annotated[
+        list[Path], typer.Argument(help="A scenario TOML, or one or two ledger files.")
+    ],
+    policies: Annotated[
+        str | None,
+        typer.Option(
+            help="Two policies (scenario: default prefix,fixed); selects from ledger files."
+        ),
+    ] = None,
+    fmt: Annotated[str, typer.Option("--format", help="table | json | markdown")] = "table",
+) -> None:
+    """Compare two ledgers round by round and show where they first diverge."""
+    if fmt not in ("table", "json", "markdown"):
+        raise InputError(f"--format must be table, json or markdown, not {fmt!r}")
+    names = [p.strip() for p in policies.split(",") if p.strip()] if policies else None
+    (ln, lf), (rn, rf) = diff_inputs(inputs, names)
+    d = diff_ledgers(lf, rf, ln, rn)
+    if fmt == "json":
+        print_json(d.as_dict())
+    elif fmt == "markdown":
+        print(d.to_markdown(), end="")
+    else:
+        console.print(d.rich())

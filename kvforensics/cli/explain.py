@@ -1,0 +1,44 @@
+"""`kvforensics explain`: one round (or every round of one request) told step by step."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from kvforensics.cli import app
+from kvforensics.cli._common import console, print_json
+from kvforensics.errors import InputError
+from kvforensics.report.explain import explain_rid, explain_round
+from kvforensics.report.inputs import is_scenario, ledgers_from_file, run_scenario
+
+
+@app.command()
+def explain(
+    source: Annotated[Path, typer.Argument(help="A scenario TOML, or a ledger file.")],
+    round_no: Annotated[int | None, typer.Option("--round", help="The round to tell.")] = None,
+    rid: Annotated[str | None, typer.Option(help="Tell every round touching this request.")] = None,
+    policies: Annotated[
+        str | None, typer.Option(help="Comma-separated policies (scenario default: prefix,fixed).")
+    ] = None,
+    fmt: Annotated[str, typer.Option("--format", help="table | json | markdown")] = "table",
+) -> None:
+    """Tell a round step by step under each policy: what each request asked, the books, the decision."""
+    if (round_no is None) == (rid is None):
+        raise InputError("give exactly one of --round or --rid")
+    if fmt not in ("table", "json", "markdown"):
+        raise InputError(f"--format must be table, json or markdown, not {fmt!r}")
+    names = [p.strip() for p in policies.split(",") if p.strip()] if policies else None
+    if is_scenario(source):
+        results = run_scenario(source, names or ["prefix", "fixed"])
+    else:
+        results = ledgers_from_file(source, names)
+    exps = [explain_round(results, round_no)] if round_no is not None else explain_rid(results, rid)
+    if fmt == "json":
+        print_json([e.as_dict() for e in exps])
+    elif fmt == "markdown":
+        print("\n".join(e.to_markdown() for e in exps), end="")
+    else:
+        for e in exps:
+            console.print(e.rich())

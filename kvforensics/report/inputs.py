@@ -1,0 +1,85 @@
+"""What the diff and explain commands read: a scenario (run here under the policies asked
+for) or saved ledger files (as `simulate --ledger` writes them)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import polars as pl
+
+from kvforensics.errors import InputError
+from kvforensics.ledger_io import read_frame
+from kvforensics.model import POLICIES, RunResult
+from kvforensics.report.ledgers import normalize, policies_in, select_policy
+
+
+def is_scenario(path: Path) -> bool:
+    return path.suffix.lower() == ".toml"
+
+
+def check_policies(names: Sequence[str]) -> list[str]:
+    bad = [p for p in names if p not in POLICIES]
+    if bad or not names:
+        raise InputError(
+            f"unknown policy {', '.join(bad) or '(none)'}; choose from {', '.join(POLICIES)}"
+        )
+    return list(names)
+
+
+def run_scenario(path: Path, policies: Sequence[str]) -> dict[str, RunResult]:
+    from kvforensics.scenario import load_scenario
+
+    sc = load_scenario(path)
+    return {p: sc.build_node(p).run() for p in check_policies(policies)}
+
+
+def ledgers_from_file(path: Path, policies: Sequence[str] | None) -> dict[str, pl.DataFrame]:
+    """Every policy in a ledger file (or the ones asked for), one frame each."""
+    df = normalize(read_frame(path), str(path))
+    names = policies_in(df)
+    if not names:
+        return {path.stem: df}
+    wanted = list(policies) if policies else names
+    return {p: select_policy(df, p, str(path))[1] for p in wanted}
+
+
+def diff_inputs(
+    inputs: Sequence[Path], policies: Sequence[str] | None
+) -> tuple[tuple[str, pl.DataFrame], tuple[str, pl.DataFrame]]:
+    """The two sides of a diff.
+
+    * one scenario: two policies (default prefix, fixed), each run here;
+    * one ledger file holding several policies: `--policies` names the two;
+    * two ledger files: each side from its file; one policy name picks it from both,
+      two names pick the first from the left file and the second from the right.
+    """
+    inputs = list(inputs)
+    if len(inputs) == 1 and is_scenario(inputs[0]):
+        names = list(policies) if policies else ["prefix", "fixed"]
+        if len(names) != 2:
+            raise InputError(f"diff compares two policies; got {len(names)} ({', '.join(names)})")
+        res = run_scenario(inputs[0], names)
+        return (names[0], res[names[0]].ledger_frame()), (names[1], res[names[1]].ledger_frame())
+    if any(is_scenario(p) for p in inputs):
+        raise InputError("diff takes one scenario, or one or two ledger files, not both")
+    if len(inputs) == 1:
+        if not policies or len(policies) != 2:
+            raise InputError(
+                f"{inputs[0]}: one ledger file needs --policies naming the two to compare"
+            )
+        frames = ledgers_from_file(inputs[0], policies)
+        return (policies[0], frames[policies[0]]), (policies[1], frames[policies[1]])
+    if len(inputs) != 2:
+        raise InputError(f"diff takes one scenario or one or two ledger files; got {len(inputs)}")
+    if policies and len(policies) > 2:
+        raise InputError("with two ledger files, --policies names at most two policies")
+    picks = [None, None] if not policies else [policies[0], policies[-1]]
+    sides = []
+    for path, pick in zip(inputs, picks, strict=True):
+        name, df = select_policy(read_frame(path), pick, str(path))
+        sides.append((name, df))
+    (ln, lf), (rn, rf) = sides
+    if ln == rn:  # same policy from two files: name the sides by file
+        ln, rn = f"{inputs[0].name}:{ln}", f"{inputs[1].name}:{rn}"
+    return (ln, lf), (rn, rf)
