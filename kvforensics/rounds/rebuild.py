@@ -409,6 +409,7 @@ def rebuild_rounds(
                         ],
                     )
                 )
+                rnd.baseline = base_end
                 rnd.oom["rid"] = rid
                 rnd.oom["round"] = rnd.index
                 chunked = None
