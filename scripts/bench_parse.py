@@ -10,6 +10,7 @@ deleted afterwards.
 from __future__ import annotations
 
 import argparse
+import os
 import random
 import resource
 import shutil
@@ -109,11 +110,16 @@ def main() -> None:
         # warm the page cache so both tools read from memory
         subprocess.run(["cat", str(log)], stdout=subprocess.DEVNULL)
 
+        load = os.getloadavg()[0]
         grep_s, grep_out = _timed(["grep", "-c", "add_one_req", str(log)])
         out = tmp / f"events.{args.out}"
         cmd = [sys.executable, "-m", "kvforensics", "parse", str(log), "-o", str(out), "--no-progress"]
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
         parse_s, parse_out = _timed(cmd)
-        rss_mb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024  # KiB on Linux
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        # children's max RSS: grep's is tiny, so this is the parser's
+        rss_mb = after.ru_maxrss / 1024  # KiB on Linux
+        cpu_s = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
         events = parse_out.split("->")[1].split("events")[0].strip() if "->" in parse_out else "?"
 
         print(f"grep -c add_one_req: {grep_s:6.2f} s  ({size / 1e6 / grep_s:7.0f} MB/s), "
@@ -122,6 +128,8 @@ def main() -> None:
               f"{events} events -> {args.out} ({out.stat().st_size / 1e6:.0f} MB)")
         print(f"parse / grep time:   {parse_s / grep_s:6.2f}x")
         print(f"parser peak RSS:     {rss_mb:6.0f} MB")
+        print(f"parser CPU time:     {cpu_s:6.2f} s on {os.cpu_count()} cores "
+              f"({size / 1e6 / cpu_s:.0f} MB per CPU-second); load average before: {load:.1f}")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
