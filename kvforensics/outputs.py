@@ -30,6 +30,10 @@ def atomic_write(out: Path, write: Callable[[Path], None]) -> None:
     tmp_path = Path(tmp)
     try:
         write(tmp_path)
+        # mkstemp makes the file private; an output is an ordinary file.
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp_path, 0o666 & ~umask)
         os.replace(tmp_path, out)
     finally:
         if tmp_path.exists():

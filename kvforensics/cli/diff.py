@@ -11,13 +11,14 @@ from kvforensics.cli import app
 from kvforensics.cli._common import console, print_json
 from kvforensics.errors import InputError
 from kvforensics.report.diff import diff_ledgers
-from kvforensics.report.inputs import diff_inputs
+from kvforensics.report.inputs import are_logs, diff_inputs, replay_inputs
 
 
 @app.command()
 def diff(
     inputs: Annotated[
-        list[Path], typer.Argument(help="A scenario TOML, or one or two ledger files.")
+        list[Path],
+        typer.Argument(help="A scenario TOML, one or two ledger files, or log files to replay."),
     ],
     policies: Annotated[
         str | None,
@@ -31,7 +32,14 @@ def diff(
     if fmt not in ("table", "json", "markdown"):
         raise InputError(f"--format must be table, json or markdown, not {fmt!r}")
     names = [p.strip() for p in policies.split(",") if p.strip()] if policies else None
-    (ln, lf), (rn, rf) = diff_inputs(inputs, names)
+    if are_logs(inputs):
+        names = names or ["prefix", "fixed"]
+        if len(names) != 2:
+            raise InputError(f"diff compares two policies; got {len(names)}")
+        _, results = replay_inputs(inputs, names)
+        (ln, lf), (rn, rf) = ((n, results[n].ledger_frame()) for n in names)
+    else:
+        (ln, lf), (rn, rf) = diff_inputs(inputs, names)
     d = diff_ledgers(lf, rf, ln, rn)
     if fmt == "json":
         print_json(d.as_dict())

@@ -11,12 +11,20 @@ from kvforensics.cli import app
 from kvforensics.cli._common import console, print_json
 from kvforensics.errors import InputError
 from kvforensics.report.explain import explain_rid, explain_round
-from kvforensics.report.inputs import is_scenario, ledgers_from_file, run_scenario
+from kvforensics.report.inputs import (
+    are_logs,
+    is_scenario,
+    ledgers_from_file,
+    replay_inputs,
+    run_scenario,
+)
 
 
 @app.command()
 def explain(
-    source: Annotated[Path, typer.Argument(help="A scenario TOML, or a ledger file.")],
+    sources: Annotated[
+        list[Path], typer.Argument(help="A scenario TOML, a ledger file, or log files to replay.")
+    ],
     round_no: Annotated[int | None, typer.Option("--round", help="The round to tell.")] = None,
     rid: Annotated[str | None, typer.Option(help="Tell every round touching this request.")] = None,
     policies: Annotated[
@@ -30,10 +38,14 @@ def explain(
     if fmt not in ("table", "json", "markdown"):
         raise InputError(f"--format must be table, json or markdown, not {fmt!r}")
     names = [p.strip() for p in policies.split(",") if p.strip()] if policies else None
-    if is_scenario(source):
-        results = run_scenario(source, names or ["prefix", "fixed"])
+    if are_logs(sources):
+        _, results = replay_inputs(sources, names)
+    elif len(sources) != 1:
+        raise InputError("explain takes one scenario or ledger file, or log files")
+    elif is_scenario(sources[0]):
+        results = run_scenario(sources[0], names or ["prefix", "fixed"])
     else:
-        results = ledgers_from_file(source, names)
+        results = ledgers_from_file(sources[0], names)
     exps = [explain_round(results, round_no)] if round_no is not None else explain_rid(results, rid)
     if fmt == "json":
         print_json([e.as_dict() for e in exps])

@@ -9,13 +9,15 @@ import typer
 
 from kvforensics.cli import app
 from kvforensics.cli._common import console
-from kvforensics.report.inputs import run_scenario
+from kvforensics.errors import InputError
+from kvforensics.replay import verdict_text
+from kvforensics.report.inputs import are_logs, replay_inputs, run_scenario
 from kvforensics.report.report import write_report
 
 
 @app.command()
 def report(
-    scenario: Annotated[Path, typer.Argument(help="Scenario TOML file.")],
+    inputs: Annotated[list[Path], typer.Argument(help="A scenario TOML, or log files to replay.")],
     out: Annotated[Path, typer.Option("-o", "--out", help="Directory to write into.")],
     policies: Annotated[
         str, typer.Option(help="Comma-separated policies.")
@@ -25,15 +27,57 @@ def report(
     ] = None,
     title: Annotated[str | None, typer.Option(help="Report title.")] = None,
 ) -> None:
-    """Write report.md, figures and ledgers (Parquet and CSV) for a scenario under each policy."""
+    """Write report.md, figures, ledgers and events (Parquet and CSV) for a replay or a scenario."""
     names = [p.strip() for p in policies.split(",") if p.strip()]
-    results = run_scenario(scenario, names)
-    paths = write_report(
-        out,
-        results,
-        title=title or f"{scenario.stem}: prefill admission under {', '.join(names)}",
-        focus_round=round_no,
-        inputs=[scenario],
-    )
+    if are_logs(inputs):
+        rr, results = replay_inputs(inputs, names)
+        d = rr.as_dict()
+        verdict = {
+            "in words": verdict_text(d["root_cause"], d["observed_oom"], rr.results),
+            "observed_oom": d["observed_oom"],
+            "reproduced under prefix": d["reproduced"],
+            "root_cause": d["root_cause"],
+            "fidelity": {
+                "rounds_checked": d["fidelity"]["rounds_checked"],
+                "mismatches": d["fidelity"]["mismatches"][:20],
+            },
+            "contradictions": d["contradictions"][:20],
+        }
+        provenance = {
+            "configuration": {
+                k: f"{v['value']} ({v['provenance']}: {', '.join(v['evidence'])})"
+                for k, v in d["config"].items()
+            },
+            "rounds": [
+                f"round {r.index}: {p.rid} [{p.start}, {p.end}) {p.provenance}"
+                + (" (cross-checked)" if p.cross_checked else "")
+                + ": "
+                + "; ".join(p.evidence)
+                for r in rr.rebuild.rounds[max(0, (rr.start_round or 0) - 1) :]
+                for p in r.pieces
+            ],
+            "assumptions": d["assumptions"],
+        }
+        paths = write_report(
+            out,
+            results,
+            title=title or f"{inputs[0].name}: replay under {', '.join(names)}",
+            verdict=verdict,
+            provenance=provenance,
+            events=rr.events,
+            focus_round=round_no if round_no is not None else rr.start_round,
+            inputs=inputs,
+        )
+    else:
+        if len(inputs) != 1:
+            raise InputError("report takes one scenario, or log files")
+        results = run_scenario(inputs[0], names)
+        paths = write_report(
+            out,
+            results,
+            title=title or f"{inputs[0].stem}: prefill admission under {', '.join(names)}",
+            focus_round=round_no,
+            inputs=inputs,
+        )
     for p in paths:
         console.print(str(p), highlight=False)

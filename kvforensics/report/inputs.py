@@ -83,3 +83,24 @@ def diff_inputs(
     if ln == rn:  # same policy from two files: name the sides by file
         ln, rn = f"{inputs[0].name}:{ln}", f"{inputs[1].name}:{rn}"
     return (ln, lf), (rn, rf)
+
+
+LEDGER_EXTS = {".parquet", ".csv", ".json", ".ndjson"}
+
+
+def are_logs(paths: Sequence[Path]) -> bool:
+    """Log files: neither a scenario nor a saved ledger (any name, .gz or not)."""
+    return bool(paths) and all(
+        not is_scenario(p) and p.suffix.lower() not in LEDGER_EXTS for p in paths
+    )
+
+
+def replay_inputs(paths: Sequence[Path], policies: Sequence[str] | None):
+    """Replay logs: the rebuilt rounds re-run under ``prefix`` and the policies asked for."""
+    from kvforensics.replay import replay_logs
+
+    names = check_policies(list(policies) if policies else ["prefix", "fixed"])
+    rr = replay_logs(list(paths), [p for p in names if p != "prefix"])
+    if not rr.results:
+        raise InputError("these logs hold no round to replay")
+    return rr, {p: rr.results[p] for p in names}

@@ -113,3 +113,23 @@ def test_contradicting_log_is_reported_not_crashed():
     assert any(c["what"] == "silent round" for c in d["contradictions"])
     table = cli("replay", FIXTURES / "logs" / "contradiction" / "pp0.log")
     assert table.returncode == 4 and "NOT reproduced" in table.stdout
+
+
+def test_report_explain_and_diff_from_logs(tmp_path):
+    out = cli("report", INC / "pp0.log", INC / "pp3.log", "-o", tmp_path / "rep")
+    assert out.returncode == 0, out.stderr
+    md = (tmp_path / "rep" / "report.md").read_text()
+    for number in ("2056", "4936", "15360", "192", "13310"):
+        assert number in md
+    assert (tmp_path / "rep" / "events.parquet").stat().st_size > 0
+    assert (tmp_path / "rep" / "pool.png").read_bytes()[:4] == b"\x89PNG"
+    exp = cli("explain", INC / "pp0.log", "--round", 7747, "--format", "json")
+    assert exp.returncode == 0, exp.stderr
+    text = exp.stdout
+    for number in ("121408", "108416", "34624", "94463", "18303", "18304", "13310"):
+        assert number in text
+    diff = cli("diff", INC / "pp0.log", "--format", "json")
+    assert diff.returncode == 0, diff.stderr
+    first = json.loads(diff.stdout)["first_divergence"]
+    assert (first["round"], first["step"], first["left"]["rid"]) == (7747, 3, C)
+    assert "decision" in first["fields"]
