@@ -24,5 +24,7 @@ def split_policies(text: str) -> list[str]:
     names = [p.strip() for p in text.split(",") if p.strip()]
     bad = [p for p in names if p not in POLICIES]
     if bad or not names:
-        raise InputError(f"unknown policy {', '.join(bad) or '(none)'}; choose from {', '.join(POLICIES)}")
+        raise InputError(
+            f"unknown policy {', '.join(bad) or '(none)'}; choose from {', '.join(POLICIES)}"
+        )
     return names

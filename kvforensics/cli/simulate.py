@@ -40,13 +40,17 @@ def simulate(
     for r in results:
         table = Table(title=f"{sc.name} under [bold]{r.policy}[/]", show_lines=False)
         for col in ("round", "time s", "pieces [start, end)", "decisions", "B after"):
-            table.add_column(col, justify="right" if col in ("round", "time s", "B after") else "left")
+            table.add_column(
+                col, justify="right" if col in ("round", "time s", "B after") else "left"
+            )
         for rec in r.rounds:
             pieces = ", ".join(f"{x} [{s}, {e})" for x, s, e in rec.pieces) or "-"
             dec = ", ".join(f"{x}: {d}/{b}" for c, x, d, b in rec.decisions if c == "add_one_req")
             if rec.skipped_waiting:
                 dec = (dec + " " if dec else "") + "(waiting queue skipped)"
-            table.add_row(str(rec.round), f"{rec.time:.2f}", pieces, dec or "-", str(rec.baseline_end))
+            table.add_row(
+                str(rec.round), f"{rec.time:.2f}", pieces, dec or "-", str(rec.baseline_end)
+            )
         console.print(table)
         if r.oom:
             console.print(
