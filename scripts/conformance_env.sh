@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Build the conformance reference environment: SGLang 0.5.23's scheduler code on a
+# CPU-only torch, in its own venv (.venv-sglang, git-ignored), apart from the
+# project venv, which never needs SGLang.
+#
+# Idempotent: re-running reuses the venv and pip skips what is already there.
+# From scratch: rm -rf .venv-sglang && bash scripts/conformance_env.sh
+#
+# Only the scheduler-side modules are used (managers/schedule_policy.py,
+# managers/schedule_batch.py, mem_cache/*). SGLang goes in with --no-deps (its
+# declared dependencies are a CUDA stack); the packages its import chain needs
+# are pinned in tests/conformance/requirements-sglang.txt, also --no-deps. What
+# cannot be installed here (torchvision, tvm_ffi) is stubbed by
+# tests/conformance/_stubs.py, which says why for each.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+VENV="${SGLANG_VENV:-$ROOT/.venv-sglang}"
+PY="${PYTHON311:-python3.11}"
+start=$(date +%s)
+
+if [ ! -x "$VENV/bin/python" ]; then
+    "$PY" -m venv "$VENV"
+fi
+pip_install() {
+    "$VENV/bin/python" -m pip install --disable-pip-version-check -q "$@" 2>&1 \
+        | { grep -v "is ignored: it is neither a file nor a directory" || true; }
+}
+
+# CPU torch, always pinned: an unpinned torch resolves to a multi-GB CUDA build.
+pip_install torch==2.13.0
+# SGLang without its GPU dependency tree, then its import-time needs, pinned.
+pip_install --no-deps sglang==0.5.23
+pip_install --no-deps -r "$ROOT/tests/conformance/requirements-sglang.txt"
+
+# Guard: nothing above may have replaced the CPU torch.
+"$VENV/bin/python" -c 'import torch, sys; v = torch.__version__; print("torch", v); sys.exit(0 if v.startswith("2.13.0") else 1)'
+"$VENV/bin/python" -W ignore "$ROOT/tests/conformance/sglang_ref.py" --self-check
+
+echo "conformance env ready at $VENV ($(( $(date +%s) - start )) s)"
