@@ -20,20 +20,25 @@ from kvforensics.errors import InputError, KvfError
 INSTALL = "kvforensics exec needs torch and triton: pip install -e '.[gpu]'"
 
 
-def _plan(path: Path, policy: str):
-    from kvforensics.exec.plan import plan_from_scenario
+def _plans(inputs: list[Path], policy: str):
+    """One plan per scenario file, or one plan for a set of log files (one incident)."""
+    from kvforensics.exec.plan import plan_from_replay, plan_from_scenario
+    from kvforensics.report.inputs import are_logs
 
-    if path.suffix.lower() != ".toml":
-        raise InputError(
-            f"{path}: exec reads scenario TOML files for now (log replays are not wired in yet)"
-        )
-    return plan_from_scenario(str(path), policy)
+    if are_logs(inputs):
+        return [plan_from_replay([str(p) for p in inputs], policy)]
+    if not all(p.suffix.lower() == ".toml" for p in inputs):
+        raise InputError("exec takes scenario TOML files, or the log files of one incident")
+    return [plan_from_scenario(str(p), policy) for p in inputs]
 
 
 @app.command("exec")
 def exec_(
     inputs: Annotated[
-        list[Path], typer.Argument(metavar="SCENARIO_OR_LOG...", help="Scenario TOML files.")
+        list[Path],
+        typer.Argument(
+            metavar="SCENARIO_OR_LOG...", help="Scenario TOML files, or one incident's log files."
+        ),
     ],
     policy: Annotated[str, typer.Option(help="prefix | fixed | upstream | drain")] = "prefix",
     device: Annotated[
@@ -88,9 +93,8 @@ def exec_(
         transient=True,
         disable=not err_console.is_terminal,
     ) as bar:
-        for path in inputs:
-            plan = _plan(path, policy)
-            task = bar.add_task(f"{path.name} [{policy}]", total=len(plan.steps))
+        for plan in _plans(inputs, policy):
+            task = bar.add_task(f"{plan.name} [{policy}]", total=len(plan.steps))
             results.append(
                 execute(
                     plan,

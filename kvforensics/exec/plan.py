@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kvforensics.errors import InputError
@@ -223,3 +224,16 @@ def plan_from_scenario(path: str, policy: str) -> Plan:
         raise InputError(str(exc)) from None
     snap = snapshot_pool(node.pool)
     return plan_from_result(snap, node.run(), sc.cfg, name=sc.name)
+
+
+def plan_from_replay(paths: list[str], policy: str) -> Plan:
+    """Replay logs, then plan the re-execution of ``policy`` from the replay's start round."""
+    from kvforensics.replay import replay_logs
+
+    rr = replay_logs(list(paths), [policy])
+    if rr.build_node is None:
+        raise InputError("these logs hold no round to replay")
+    node = rr.build_node(policy)
+    snap = snapshot_pool(node.pool)
+    name = f"{Path(paths[0]).name} from round {rr.start_round}"
+    return plan_from_result(snap, node.run(), rr.rebuild.cfg, name=name)

@@ -3,6 +3,7 @@ forward from the round where the crashing request was admitted -> verdict."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -10,7 +11,7 @@ import polars as pl
 
 from kvforensics.errors import InputError
 from kvforensics.logs import read_events
-from kvforensics.model import RunResult, Timing
+from kvforensics.model import PrefillNode, RunResult, Timing
 from kvforensics.replay.fidelity import check_fidelity
 from kvforensics.replay.state import node_at
 from kvforensics.replay.verdict import first_token_delays, root_cause
@@ -18,6 +19,8 @@ from kvforensics.rounds import Rebuild, cross_check, read_config, rebuild_rounds
 from kvforensics.rounds.provenance import Prov
 
 EXIT_OK, EXIT_INPUT, EXIT_MISMATCH, EXIT_NOT_REPRODUCED = 0, 2, 3, 4
+#: a counterfactual that never drains its queue is cut off here
+MAX_ROUNDS = 10_000
 
 
 @dataclass
@@ -30,6 +33,8 @@ class ReplayResult:
     start_round: int | None
     assumptions: list[str] = field(default_factory=list)
     reproduced: bool | None = None
+    #: a fresh node at the start round under a policy (what ``exec`` re-runs on tensors)
+    build_node: Callable[[str], PrefillNode] | None = None
 
     @property
     def observed_oom(self) -> dict | None:
@@ -107,9 +112,13 @@ def replay_logs(
         return rr
     rr.start_round = start.index
     timing, inflight = _transfer_model(rb, start, events, transfer_seconds, rr.assumptions)
+
+    def build(policy: str):
+        return node_at(rb, start, policy, inflight=inflight, timing=timing)
+
+    rr.build_node = build
     for policy in dict.fromkeys(["prefix", *policies]):
-        node = node_at(rb, start, policy, inflight=inflight, timing=timing)
-        rr.results[policy] = node.run(max_rounds=10_000)
+        rr.results[policy] = build(policy).run(max_rounds=MAX_ROUNDS)
     if rb.oom:
         got = rr.results["prefix"].oom
         o = rr.observed_oom

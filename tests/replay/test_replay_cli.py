@@ -133,3 +133,14 @@ def test_report_explain_and_diff_from_logs(tmp_path):
     first = json.loads(diff.stdout)["first_divergence"]
     assert (first["round"], first["step"], first["left"]["rid"]) == (7747, 3, C)
     assert "decision" in first["fields"]
+
+
+def test_exec_from_logs_confirms_the_oom_and_the_fix():
+    pre = cli("exec", INC / "pp0.log", "--policy", "prefix", "--format", "json")
+    assert pre.returncode == 0, pre.stderr
+    d = json.loads(pre.stdout)
+    assert d["oom"] == {"round": 7750, "rid": B, "tokens": 2056, "available": 0}
+    assert d["agrees_with_model"] is True and d["integrity"] == "ok"
+    fix = json.loads(cli("exec", INC / "pp0.log", "--policy", "fixed", "--format", "json").stdout)
+    assert fix["oom"] is None and fix["integrity"] == "ok"
+    assert B in fix["completed"]
