@@ -60,7 +60,7 @@ def _convert(expr: pl.Expr, fs: FieldSpec, lenient: bool) -> pl.Expr:
 def _key_regex(pairs_sep: str, assign: str, key: str, numeric: bool) -> str:
     # a number is captured without its unit ("12.31 GB"): one regex pass, no second parse
     stop = re.escape(pairs_sep[:1] or ",")
-    value = (r"[-+]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?" if numeric
+    value = (r"[-+]?[0-9.]+(?:[eE][-+]?[0-9]+)?" if numeric
              else rf"'[^']*'|\"[^\"]*\"|\[[^\]]*\]|[^{stop}]*")
     return rf"(?:^|{re.escape(pairs_sep)}){re.escape(key)}{re.escape(assign)}\s*({value})"
 

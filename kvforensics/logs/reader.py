@@ -24,7 +24,7 @@ from kvforensics.logs.extract import UNMATCHED_SAMPLES, ChunkStats, extract_chun
 from kvforensics.logs.source import check_readable, is_gzip, iter_bytes
 from kvforensics.logs.summary import FileSummary, ParseSummary
 
-CHUNK_BYTES = 16 << 20
+CHUNK_BYTES = 8 << 20
 # A single line, or a multi-line message, longer than this cannot be kept whole.
 MAX_CARRY = 64 << 20
 PROGRESS_MIN_BYTES = 4 << 20

@@ -43,7 +43,8 @@ def events_lazy(paths: Iterable[Path], summary: ParseSummary, catalogue: Catalog
 
 def sink_events(lf: pl.LazyFrame, out: Path, kind: str) -> None:
     if kind == "parquet":
-        lf.sink_parquet(out)
+        # lz4: about 8% less CPU than the zstd default for a somewhat larger file
+        lf.sink_parquet(out, compression="lz4")
     elif kind == "ndjson":
         lf.sink_ndjson(out)
     else:
