@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 from kvforensics.errors import InputError
 from kvforensics.exec.plan import PoolSnapshot
+from kvforensics.model.pool import oom_message
 
 
 class KvOutOfMemory(RuntimeError):
@@ -25,20 +26,9 @@ class KvOutOfMemory(RuntimeError):
     def __init__(self, tokens: int, available: int, evictable: int, cache_kind: str):
         self.tokens, self.available_size, self.evictable_size = tokens, available, evictable
         self.available = available + evictable
-        if cache_kind == "hybrid":
-            line = (
-                f"Available full tokens: {self.available} "
-                f"(full_available_size={available} + full_evictable_size_={evictable})"
-            )
-        else:
-            line = (
-                f"Available tokens: {self.available} "
-                f"(available_size={available} + evictable_size={evictable})"
-            )
-        super().__init__(
-            "Prefill out of memory. Try to lower your batch size.\n"
-            f"Try to allocate {tokens} tokens.\n{line}"
-        )
+        # Same text as the model's: both say what SGLang prints. The decision to raise is
+        # this allocator's own.
+        super().__init__(oom_message(tokens, available, evictable, cache_kind))
 
 
 @dataclass(slots=True)

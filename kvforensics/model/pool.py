@@ -13,6 +13,24 @@ from collections import OrderedDict
 from dataclasses import dataclass
 
 
+def oom_message(tokens: int, available: int, evictable: int, cache_kind: str) -> str:
+    """The text of SGLang's ``Prefill out of memory`` error (``alloc_for_extend``)."""
+    total = available + evictable
+    if cache_kind == "hybrid":
+        line = (
+            f"Available full tokens: {total} "
+            f"(full_available_size={available} + full_evictable_size_={evictable})"
+        )
+    else:
+        line = (
+            f"Available tokens: {total} (available_size={available} + evictable_size={evictable})"
+        )
+    return (
+        "Prefill out of memory. Try to lower your batch size.\n"
+        f"Try to allocate {tokens} tokens.\n{line}"
+    )
+
+
 class PrefillOutOfMemory(RuntimeError):
     """SGLang's ``Prefill out of memory`` error, with the same message text."""
 
@@ -21,20 +39,7 @@ class PrefillOutOfMemory(RuntimeError):
         self.available_size = available
         self.evictable_size = evictable
         self.available = available + evictable
-        if cache_kind == "hybrid":
-            line = (
-                f"Available full tokens: {self.available} "
-                f"(full_available_size={available} + full_evictable_size_={evictable})"
-            )
-        else:
-            line = (
-                f"Available tokens: {self.available} "
-                f"(available_size={available} + evictable_size={evictable})"
-            )
-        super().__init__(
-            "Prefill out of memory. Try to lower your batch size.\n"
-            f"Try to allocate {tokens} tokens.\n{line}"
-        )
+        super().__init__(oom_message(tokens, available, evictable, cache_kind))
 
 
 @dataclass(frozen=True, slots=True)
