@@ -88,7 +88,7 @@ def snapshot_pool(pool: PagePool) -> PoolSnapshot:
         size=pool.size,
         page_size=pool.page_size,
         free=pool.free,
-        evictable=tuple(pool._evictable.items()),
+        evictable=pool.evictable_entries(),
         held=tuple(pool.held.items()),
         cache_kind=pool.cache_kind,
     )

@@ -200,6 +200,10 @@ class PrefillNode:
             t = min(t, self._inflight[0][0])
         return t
 
+    def inflight_count(self) -> int:
+        """Requests whose KV is still being sent (what ``#inflight-req`` prints)."""
+        return len(self._inflight)
+
     def idle(self) -> bool:
         return (
             self.chunked is None

@@ -133,6 +133,10 @@ class PagePool:
             return self._locked[key][0]
         return self._evictable.get(key, 0)
 
+    def evictable_entries(self) -> tuple[tuple[str, int], ...]:
+        """Evictable cache entries, oldest (first to go) first."""
+        return tuple(self._evictable.items())
+
     def used(self) -> int:
         """Slots not free and not evictable: held by requests or locked cache."""
         return self.size - self.baseline()

@@ -87,7 +87,7 @@ def _round(node, no, start, end, pieces, steps, skipped, finished_now) -> RoundC
         skipped_waiting=skipped,
         queue_len=len(node.waiting),
         # requests that finished in this round joined the transfer queue after the batch
-        inflight=len(node._inflight) - finished_now,
+        inflight=node.inflight_count() - finished_now,
         available=pool.available_size(),
         evictable=pool.evictable_size(),
     )
