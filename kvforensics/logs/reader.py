@@ -165,7 +165,10 @@ def iter_events(
                 summary.gaps.append(f"{path}: empty file")
                 continue
             pending: deque = deque()
+            nul = 0
             for chunk, last in _chunks(path, cutter, fs, summary.gaps, on_read, chunk_bytes):
+                if b"\x00" in chunk:  # e.g. the zero-filled tail a crash leaves on some filesystems
+                    nul += chunk.count(b"\x00")
                 lines = split_lines(chunk)
                 pending.append(pool.submit(extract_chunk, lines, fs.lines + 1, str(path), cat,
                                            last and fs.cut_last_line))
@@ -174,6 +177,8 @@ def iter_events(
                     yield _collect(pending.popleft().result(), summary, fs)
             while pending:
                 yield _collect(pending.popleft().result(), summary, fs)
+            if nul:
+                summary.gaps.append(f"{path}: {nul} NUL bytes (binary data) dropped")
     if summary.lines == 0:
         raise InputError("no log lines in the input: " + "; ".join(summary.gaps or ["empty"]))
 

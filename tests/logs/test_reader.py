@@ -193,6 +193,7 @@ def test_long_line_and_nul_bytes(tmp_path):
     df, s = read_events([p], chunk_bytes=1 << 20)
     assert df["line"].to_list() == [3] and df["blocks"].to_list() == [3]
     assert s.unmatched == 2 and len(s.unmatched_samples[0][2]) == 300
+    assert s.gaps == [f"{p}: 2 NUL bytes (binary data) dropped"]
 
 
 def _file(name: str, data: bytes):
