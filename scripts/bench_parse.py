@@ -47,9 +47,13 @@ def _block(rng: random.Random, start: int) -> str:
             d = rng.choice(["full", "truncated", "rejected"])
             ext = "" if d == "rejected" else f", extend=[{pre}, {seq})"
             res = rng.choice(["CONTINUE", "NO_TOKEN", "OTHER"])
-            out.append(f"[{ts} PP0] PrefillAdder.add_one_req result: rid={rid}, decision={d}{ext}, result={res}")
+            out.append(
+                f"[{ts} PP0] PrefillAdder.add_one_req result: rid={rid}, decision={d}{ext}, result={res}"
+            )
         elif r < 0.75:
-            out.append(f"[{ts} PP0] AttentionStore write: rid={rid}, blocks={seq // 256}, block_size=256")
+            out.append(
+                f"[{ts} PP0] AttentionStore write: rid={rid}, blocks={seq // 256}, block_size=256"
+            )
         elif r < 0.80:
             h = rng.randint(0, 2000) * 64
             out.append(f"[{ts} PP0] HiCache load back: rid={rid}, host_hit_len={h}, loaded={h}")
@@ -61,14 +65,20 @@ def _block(rng: random.Random, start: int) -> str:
                 f"input throughput (token/s): {rng.random() * 30000:.2f}, cuda graph: False"
             )
         elif r < 0.90:
-            out.append(f"[{ts} PP1] Replay planned admission: rids=[{rid}, as-{rng.getrandbits(40):010x}], "
-                       f"extend_tokens={rng.randint(1, 16384)}")
+            out.append(
+                f"[{ts} PP1] Replay planned admission: rids=[{rid}, as-{rng.getrandbits(40):010x}], "
+                f"extend_tokens={rng.randint(1, 16384)}"
+            )
         elif r < 0.95:
-            out.append(f'INFO:     10.0.{rng.randint(0, 255)}.{rng.randint(0, 255)}:{rng.randint(1024, 65535)} '
-                       f'- "POST /generate HTTP/1.1" 200 OK')
+            out.append(
+                f"INFO:     10.0.{rng.randint(0, 255)}.{rng.randint(0, 255)}:{rng.randint(1024, 65535)} "
+                f'- "POST /generate HTTP/1.1" 200 OK'
+            )
         else:
-            out.append(f"[{ts} PP0] KV transfer done: rid={rid}, bootstrap_room={rng.getrandbits(60)}, "
-                       f"elapsed={rng.random():.4f}s")
+            out.append(
+                f"[{ts} PP0] KV transfer done: rid={rid}, bootstrap_room={rng.getrandbits(60)}, "
+                f"elapsed={rng.random():.4f}s"
+            )
     return "\n".join(out) + "\n"
 
 
@@ -113,7 +123,16 @@ def main() -> None:
         load = os.getloadavg()[0]
         grep_s, grep_out = _timed(["grep", "-c", "add_one_req", str(log)])
         out = tmp / f"events.{args.out}"
-        cmd = [sys.executable, "-m", "kvforensics", "parse", str(log), "-o", str(out), "--no-progress"]
+        cmd = [
+            sys.executable,
+            "-m",
+            "kvforensics",
+            "parse",
+            str(log),
+            "-o",
+            str(out),
+            "--no-progress",
+        ]
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         parse_s, parse_out = _timed(cmd)
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -122,14 +141,20 @@ def main() -> None:
         cpu_s = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
         events = parse_out.split("->")[1].split("events")[0].strip() if "->" in parse_out else "?"
 
-        print(f"grep -c add_one_req: {grep_s:6.2f} s  ({size / 1e6 / grep_s:7.0f} MB/s), "
-              f"{grep_out.strip()} lines")
-        print(f"kvforensics parse:   {parse_s:6.2f} s  ({size / 1e6 / parse_s:7.0f} MB/s), "
-              f"{events} events -> {args.out} ({out.stat().st_size / 1e6:.0f} MB)")
+        print(
+            f"grep -c add_one_req: {grep_s:6.2f} s  ({size / 1e6 / grep_s:7.0f} MB/s), "
+            f"{grep_out.strip()} lines"
+        )
+        print(
+            f"kvforensics parse:   {parse_s:6.2f} s  ({size / 1e6 / parse_s:7.0f} MB/s), "
+            f"{events} events -> {args.out} ({out.stat().st_size / 1e6:.0f} MB)"
+        )
         print(f"parse / grep time:   {parse_s / grep_s:6.2f}x")
         print(f"parser peak RSS:     {rss_mb:6.0f} MB")
-        print(f"parser CPU time:     {cpu_s:6.2f} s on {os.cpu_count()} cores "
-              f"({size / 1e6 / cpu_s:.0f} MB per CPU-second); load average before: {load:.1f}")
+        print(
+            f"parser CPU time:     {cpu_s:6.2f} s on {os.cpu_count()} cores "
+            f"({size / 1e6 / cpu_s:.0f} MB per CPU-second); load average before: {load:.1f}"
+        )
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 

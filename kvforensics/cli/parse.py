@@ -18,10 +18,15 @@ from kvforensics.outputs import atomic_write, check_not_input
 
 @app.command()
 def parse(
-    logs: Annotated[list[Path], typer.Argument(help="Log files (plain or gzip), one per rank or restart.")],
-    out: Annotated[Path, typer.Option("-o", "--out", help="Events file: .parquet, .csv or .ndjson.")],
+    logs: Annotated[
+        list[Path], typer.Argument(help="Log files (plain or gzip), one per rank or restart.")
+    ],
+    out: Annotated[
+        Path, typer.Option("-o", "--out", help="Events file: .parquet, .csv or .ndjson.")
+    ],
     formats: Annotated[
-        list[Path] | None, typer.Option("--formats", help="Extra format catalogue TOML (repeatable).")
+        list[Path] | None,
+        typer.Option("--formats", help="Extra format catalogue TOML (repeatable)."),
     ] = None,
     progress: Annotated[bool, typer.Option(help="Progress bar on stderr for large inputs.")] = True,
 ) -> None:
@@ -39,8 +44,10 @@ def print_summary(s: ParseSummary, out: Path) -> None:
     # soft_wrap: lines stay whole (paths, samples) so they can be grepped and copied
     console = Console(soft_wrap=True)
     mb = s.bytes_read / 1e6
-    console.print(f"read {len(s.files)} file(s), {mb:.1f} MB, {s.lines} lines -> "
-                  f"{s.events} events in {escape(str(out))}")
+    console.print(
+        f"read {len(s.files)} file(s), {mb:.1f} MB, {s.lines} lines -> "
+        f"{s.events} events in {escape(str(out))}"
+    )
     table = Table(title="events by kind")
     table.add_column("kind")
     table.add_column("lines", justify="right")
@@ -57,10 +64,14 @@ def print_summary(s: ParseSummary, out: Path) -> None:
         for path, line, text in s.unmatched_samples:
             console.print(f"  {escape(path)}:{line}: {escape(text[:160])}")
     if s.decode_node:
-        console.print("[bold yellow]warning:[/] Decode batch lines found: this log is from a "
-                      "decode or colocated node, not a prefill-only node")
+        console.print(
+            "[bold yellow]warning:[/] Decode batch lines found: this log is from a "
+            "decode or colocated node, not a prefill-only node"
+        )
     for path in s.cut_lines:
-        console.print(f"[yellow]note:[/] {escape(path)} does not end with a newline; "
-                      "its last line may be cut short (flagged `truncated`)")
+        console.print(
+            f"[yellow]note:[/] {escape(path)} does not end with a newline; "
+            "its last line may be cut short (flagged `truncated`)"
+        )
     for gap in s.gaps:
         console.print(f"[bold yellow]gap:[/] {escape(gap)}")

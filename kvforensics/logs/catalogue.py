@@ -219,8 +219,11 @@ def _read_toml(text: str, source: str) -> dict[str, Any]:
 def builtin_texts() -> dict[str, str]:
     """name -> TOML text of each shipped catalogue file, in a stable order."""
     pkg = resources.files("kvforensics.logs") / "formats"
-    return {p.name: p.read_text(encoding="utf-8") for p in sorted(pkg.iterdir(), key=lambda p: p.name)
-            if p.name.endswith(".toml")}
+    return {
+        p.name: p.read_text(encoding="utf-8")
+        for p in sorted(pkg.iterdir(), key=lambda p: p.name)
+        if p.name.endswith(".toml")
+    }
 
 
 def load_catalogue(extra_formats: list[Path] | None = None) -> Catalogue:
@@ -233,8 +236,7 @@ def load_catalogue(extra_formats: list[Path] | None = None) -> Catalogue:
         if "prefix" in doc:
             p = doc["prefix"]
             _check_regex(p["regex"], name)
-            prefix = Prefix(ascii_classes(p["regex"]), dict(p["tags"]),
-                            tuple(p.get("samples", ())))
+            prefix = Prefix(ascii_classes(p["regex"]), dict(p["tags"]), tuple(p.get("samples", ())))
         builtin += [_format(e, name) for e in doc.get("format", [])]
     assert prefix is not None, "prefix.toml is part of the package"
 

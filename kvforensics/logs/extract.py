@@ -60,8 +60,11 @@ def _convert(expr: pl.Expr, fs: FieldSpec, lenient: bool) -> pl.Expr:
 def _key_regex(pairs_sep: str, assign: str, key: str, numeric: bool) -> str:
     # a number is captured without its unit ("12.31 GB"): one regex pass, no second parse
     stop = re.escape(pairs_sep[:1] or ",")
-    value = (r"[-+]?[0-9.]+(?:[eE][-+]?[0-9]+)?" if numeric
-             else rf"'[^']*'|\"[^\"]*\"|\[[^\]]*\]|[^{stop}]*")
+    value = (
+        r"[-+]?[0-9.]+(?:[eE][-+]?[0-9]+)?"
+        if numeric
+        else rf"'[^']*'|\"[^\"]*\"|\[[^\]]*\]|[^{stop}]*"
+    )
     return rf"(?:^|{re.escape(pairs_sep)}){re.escape(key)}{re.escape(assign)}\s*({value})"
 
 
@@ -80,8 +83,10 @@ def _extra(ok: pl.DataFrame, fmt: Format, src: pl.Expr) -> pl.Series:
     p = fmt.pairs
     known = sorted({k for fs in fmt.fields for k in fs.keys}, key=len, reverse=True)
     stop = re.escape(p.sep[:1] or ",")
-    cut = (rf"(?:^|{re.escape(p.sep)})(?:{'|'.join(re.escape(k) for k in known)})"
-           rf"{re.escape(p.assign)}[^{stop}]*")
+    cut = (
+        rf"(?:^|{re.escape(p.sep)})(?:{'|'.join(re.escape(k) for k in known)})"
+        rf"{re.escape(p.assign)}[^{stop}]*"
+    )
     rest = ok.select("idx", src.str.replace_all(cut, "").str.strip_chars(p.sep + " ").alias("p"))
     rest = rest.filter(pl.col("p") != "")
     empty = pl.Series("extra", [None] * ok.height, dtype=pl.String)
@@ -122,8 +127,12 @@ def _fields(ok: pl.DataFrame, fmt: Format) -> pl.DataFrame:
         elif fs.keys:
             src = groups.struct.field(fmt.pairs.group)
             numeric = fs.type in ("int", "float")
-            raw = pl.coalesce([src.str.extract(_key_regex(fmt.pairs.sep, fmt.pairs.assign, k, numeric), 1)
-                               for k in fs.keys])
+            raw = pl.coalesce(
+                [
+                    src.str.extract(_key_regex(fmt.pairs.sep, fmt.pairs.assign, k, numeric), 1)
+                    for k in fs.keys
+                ]
+            )
             lenient = not numeric
         else:
             raw, lenient = pl.coalesce([body.str.extract(rx, 1) for rx in fs.regexes]), True
@@ -135,15 +144,28 @@ def _fields(ok: pl.DataFrame, fmt: Format) -> pl.DataFrame:
     return out
 
 
-def _multiline(df: pl.DataFrame, heads: pl.DataFrame, taken: pl.Series, cat: Catalogue,
-               fmt: Format, stats: ChunkStats) -> tuple[pl.DataFrame, list[int]]:
+def _multiline(
+    df: pl.DataFrame,
+    heads: pl.DataFrame,
+    taken: pl.Series,
+    cat: Catalogue,
+    fmt: Format,
+    stats: ChunkStats,
+) -> tuple[pl.DataFrame, list[int]]:
     """Attach to each head line the unprefixed, unmatched lines after it (and an `absorb`
     line right after those). Returns heads with `body` (whole message) and `attached`."""
     prefixed = df["text"].str.contains(cat.prefix.regex).fill_null(False)
     boundary = prefixed | taken
     group = boundary.cast(pl.Int64).cum_sum()
-    g = pl.DataFrame({"idx": df["idx"], "text": df["text"], "group": group,
-                      "boundary": boundary, "prefixed": prefixed})
+    g = pl.DataFrame(
+        {
+            "idx": df["idx"],
+            "text": df["text"],
+            "group": group,
+            "boundary": boundary,
+            "prefixed": prefixed,
+        }
+    )
     head_groups = g["group"].gather(heads["idx"])
     rows = g.filter(pl.col("group").is_in(pl.concat([head_groups, head_groups + 1]).to_list()))
     by_group = {k[0]: v for k, v in rows.partition_by("group", as_dict=True).items()}
@@ -157,8 +179,11 @@ def _multiline(df: pl.DataFrame, heads: pl.DataFrame, taken: pl.Series, cat: Cat
         if nxt is not None and fmt.absorb:
             head = nxt.row(0, named=True)
             m = prefix_re.match(head["text"] or "")
-            if head["prefixed"] and not taken[head["idx"]] and m and any(
-                head["text"][m.end():].startswith(a) for a in fmt.absorb
+            if (
+                head["prefixed"]
+                and not taken[head["idx"]]
+                and m
+                and any(head["text"][m.end() :].startswith(a) for a in fmt.absorb)
             ):
                 lines += nxt["text"].fill_null("").to_list()
                 used += nxt["idx"].to_list()
@@ -170,8 +195,9 @@ def _multiline(df: pl.DataFrame, heads: pl.DataFrame, taken: pl.Series, cat: Cat
         bodies.append("\n".join(lines[:1] + ([rest] if rest else [])))
         attached.append(rest or None)
     stats.attached += len(used)
-    out = heads.with_columns(pl.Series("body", bodies, dtype=pl.String),
-                             pl.Series("attached", attached, dtype=pl.String))
+    out = heads.with_columns(
+        pl.Series("body", bodies, dtype=pl.String), pl.Series("attached", attached, dtype=pl.String)
+    )
     return out, used
 
 
@@ -186,7 +212,9 @@ def _prefix_columns(events: pl.DataFrame, cat: Catalogue) -> pl.DataFrame:
         tags.fill_null("").alias("rank"),
     ]
     # a chunk holds a handful of distinct tag strings: decode those, then map
-    tag_re = {col: re.compile(rf"(?:^| ){re.escape(tag)}([0-9]+)") for tag, col in cat.prefix.tags.items()}
+    tag_re = {
+        col: re.compile(rf"(?:^| ){re.escape(tag)}([0-9]+)") for tag, col in cat.prefix.tags.items()
+    }
     uniq = [u for u in tags.unique().to_list() if u]
     for col, rx in tag_re.items():
         table = {u: int(m.group(1)) for u in uniq if (m := rx.search(u))}
@@ -200,8 +228,9 @@ def _match(cand: pl.DataFrame, fmt: Format) -> pl.DataFrame:
     return g.filter(pl.col("_g").struct.field("__m").is_not_null())
 
 
-def extract_chunk(lines: pl.Series, first_line: int, file: str, cat: Catalogue,
-                  last_line_cut: bool = False) -> tuple[pl.DataFrame, ChunkStats]:
+def extract_chunk(
+    lines: pl.Series, first_line: int, file: str, cat: Catalogue, last_line_cut: bool = False
+) -> tuple[pl.DataFrame, ChunkStats]:
     """Events of one chunk of lines (`first_line` = 1-based number of its first line)."""
     stats = ChunkStats(lines=len(lines))
     df = pl.DataFrame({"text": lines}).with_row_index("idx")
@@ -211,12 +240,19 @@ def extract_chunk(lines: pl.Series, first_line: int, file: str, cat: Catalogue,
     stats.blank = int(blank.sum())
     masks = df.select(
         [
-            (pl.col("text").str.contains(f.literal, literal=True) if f.literal
-             else pl.col("text").is_not_null()).fill_null(False).alias(str(i))
+            (
+                pl.col("text").str.contains(f.literal, literal=True)
+                if f.literal
+                else pl.col("text").is_not_null()
+            )
+            .fill_null(False)
+            .alias(str(i))
             for i, f in enumerate(cat.formats)
         ]
     )
-    taken = pl.Series("taken", [False] * n, dtype=pl.Boolean) if n else pl.Series([], dtype=pl.Boolean)
+    taken = (
+        pl.Series("taken", [False] * n, dtype=pl.Boolean) if n else pl.Series([], dtype=pl.Boolean)
+    )
     matched: list[tuple[Format, pl.DataFrame]] = []
     for i, fmt in enumerate(cat.formats):
         cand = df.filter(masks[str(i)] & ~taken)

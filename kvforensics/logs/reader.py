@@ -40,8 +40,12 @@ def split_lines(buf: bytes) -> pl.Series:
         buf = buf.replace(b"\x00", b"")
     expected = buf.count(b"\n") + (0 if buf.endswith(b"\n") else 1)
     s = pl.read_csv(
-        buf, has_header=False, separator="\x00", quote_char=None,
-        schema={"text": pl.String}, encoding="utf8-lossy",
+        buf,
+        has_header=False,
+        separator="\x00",
+        quote_char=None,
+        schema={"text": pl.String},
+        encoding="utf8-lossy",
     )["text"]
     if len(s) != expected:  # never seen; keep line numbers exact whatever the reader does
         text = buf.decode("utf-8", "replace").split("\n")
@@ -93,8 +97,14 @@ class _Cutter:
         return 0
 
 
-def _chunks(path: Path, cutter: _Cutter, fs: FileSummary, gaps: list[str],
-            on_read: Callable[[int], None] | None, chunk_bytes: int) -> Iterator[tuple[bytes, bool]]:
+def _chunks(
+    path: Path,
+    cutter: _Cutter,
+    fs: FileSummary,
+    gaps: list[str],
+    on_read: Callable[[int], None] | None,
+    chunk_bytes: int,
+) -> Iterator[tuple[bytes, bool]]:
     """(chunk bytes, is_last) for one file."""
     blocks: list[bytes] = []
     size = 0
@@ -109,10 +119,14 @@ def _chunks(path: Path, cutter: _Cutter, fs: FileSummary, gaps: list[str],
         if cut == 0 and len(buf) >= MAX_CARRY:
             cut = buf.rfind(b"\n") + 1
             if cut == 0:
-                raise InputError(f"{path}: a line longer than {MAX_CARRY >> 20} MiB "
-                                 f"near byte {fs.bytes_read}; not a scheduler log")
-            gaps.append(f"{path}: a multi-line message longer than {MAX_CARRY >> 20} MiB "
-                        f"was split near byte {fs.bytes_read}")
+                raise InputError(
+                    f"{path}: a line longer than {MAX_CARRY >> 20} MiB "
+                    f"near byte {fs.bytes_read}; not a scheduler log"
+                )
+            gaps.append(
+                f"{path}: a multi-line message longer than {MAX_CARRY >> 20} MiB "
+                f"was split near byte {fs.bytes_read}"
+            )
         if cut == 0:
             blocks, size = [buf], len(buf)  # wait for more data
             continue
@@ -170,8 +184,16 @@ def iter_events(
                 if b"\x00" in chunk:  # e.g. the zero-filled tail a crash leaves on some filesystems
                     nul += chunk.count(b"\x00")
                 lines = split_lines(chunk)
-                pending.append(pool.submit(extract_chunk, lines, fs.lines + 1, str(path), cat,
-                                           last and fs.cut_last_line))
+                pending.append(
+                    pool.submit(
+                        extract_chunk,
+                        lines,
+                        fs.lines + 1,
+                        str(path),
+                        cat,
+                        last and fs.cut_last_line,
+                    )
+                )
                 fs.lines += len(lines)
                 while len(pending) > workers:
                     yield _collect(pending.popleft().result(), summary, fs)
@@ -183,8 +205,9 @@ def iter_events(
         raise InputError("no log lines in the input: " + "; ".join(summary.gaps or ["empty"]))
 
 
-def _collect(result: tuple[pl.DataFrame, ChunkStats], summary: ParseSummary,
-             fs: FileSummary) -> pl.DataFrame:
+def _collect(
+    result: tuple[pl.DataFrame, ChunkStats], summary: ParseSummary, fs: FileSummary
+) -> pl.DataFrame:
     events, st = result
     for k, v in st.matched.items():
         summary.matched[k] = summary.matched.get(k, 0) + v
@@ -192,7 +215,7 @@ def _collect(result: tuple[pl.DataFrame, ChunkStats], summary: ParseSummary,
     summary.attached_lines += st.attached
     summary.blank_lines += st.blank
     room = UNMATCHED_SAMPLES - len(summary.unmatched_samples)
-    summary.unmatched_samples += [(fs.path, n, t) for n, t in st.unmatched_samples[:max(room, 0)]]
+    summary.unmatched_samples += [(fs.path, n, t) for n, t in st.unmatched_samples[: max(room, 0)]]
     if events.height:
         fs.ranks.update(r for r in events["rank"].unique().to_list() if r)
     return events
@@ -208,11 +231,17 @@ def _progress_bar(stack: ExitStack, total: int) -> Callable[[int], None]:
         TransferSpeedColumn,
     )
 
-    bar = stack.enter_context(Progress(
-        "[progress.description]{task.description}", BarColumn(), DownloadColumn(),
-        TransferSpeedColumn(), TimeRemainingColumn(), console=Console(stderr=True),
-        transient=True,
-    ))
+    bar = stack.enter_context(
+        Progress(
+            "[progress.description]{task.description}",
+            BarColumn(),
+            DownloadColumn(),
+            TransferSpeedColumn(),
+            TimeRemainingColumn(),
+            console=Console(stderr=True),
+            transient=True,
+        )
+    )
     task = bar.add_task("parsing logs", total=total)
     return lambda n: bar.advance(task, n)
 
@@ -226,8 +255,9 @@ def read_events(
     """All events in one frame (fine for incident-sized logs; stream with `iter_events`)."""
     summary = ParseSummary()
     cat = load_catalogue(extra_formats)
-    frames = list(iter_events(paths, summary, progress=progress, chunk_bytes=chunk_bytes,
-                              catalogue=cat))
+    frames = list(
+        iter_events(paths, summary, progress=progress, chunk_bytes=chunk_bytes, catalogue=cat)
+    )
     if not frames:
         return pl.DataFrame(schema=cat.schema()), summary
     return pl.concat(frames, how="vertical"), summary

@@ -37,8 +37,12 @@ def is_gzip(path: Path) -> bool:
         return fh.read(2) == GZIP_MAGIC
 
 
-def iter_bytes(path: Path, gaps: list[str], on_read: Callable[[int], None] | None = None,
-               read_size: int = READ_SIZE) -> Iterator[bytes]:
+def iter_bytes(
+    path: Path,
+    gaps: list[str],
+    on_read: Callable[[int], None] | None = None,
+    read_size: int = READ_SIZE,
+) -> Iterator[bytes]:
     """Decompressed bytes of `path` in blocks. `on_read(n)` gets on-disk bytes consumed."""
     gz = is_gzip(path)
     with path.open("rb") as fh:
@@ -62,8 +66,10 @@ def _gunzip(fh, path: Path, gaps: list[str], on_read, read_size: int) -> Iterato
             on_read(len(block))
         if not block:
             if not d.eof and out_total:
-                gaps.append(f"{path}: gzip stream ends early (truncated file); "
-                            f"read {out_total} bytes of log before the cut")
+                gaps.append(
+                    f"{path}: gzip stream ends early (truncated file); "
+                    f"read {out_total} bytes of log before the cut"
+                )
             elif not d.eof:
                 gaps.append(f"{path}: gzip stream ends early before any log data")
             return
@@ -73,8 +79,10 @@ def _gunzip(fh, path: Path, gaps: list[str], on_read, read_size: int) -> Iterato
                 # bounded output per call: on damage only the last small piece is lost
                 out = d.decompress(data, OUT_PIECE)
             except zlib.error as exc:
-                gaps.append(f"{path}: corrupt gzip data after {out_total} bytes of log "
-                            f"({exc}); the rest of the file is not read")
+                gaps.append(
+                    f"{path}: corrupt gzip data after {out_total} bytes of log "
+                    f"({exc}); the rest of the file is not read"
+                )
                 return
             if out:
                 out_total += len(out)
@@ -85,8 +93,10 @@ def _gunzip(fh, path: Path, gaps: list[str], on_read, read_size: int) -> Iterato
             data = d.unused_data
             if data and not data.startswith(GZIP_MAGIC):
                 if data.strip(b"\x00"):
-                    gaps.append(f"{path}: {len(data)}+ bytes of non-gzip data after the "
-                                f"compressed stream were not read")
+                    gaps.append(
+                        f"{path}: {len(data)}+ bytes of non-gzip data after the "
+                        f"compressed stream were not read"
+                    )
                 return
             if not data:
                 # the next member may start in the next block
@@ -96,7 +106,9 @@ def _gunzip(fh, path: Path, gaps: list[str], on_read, read_size: int) -> Iterato
                 fh.seek(-len(nxt), 1)
                 if nxt != GZIP_MAGIC[: len(nxt)]:
                     if nxt.strip(b"\x00"):
-                        gaps.append(f"{path}: trailing non-gzip data after the "
-                                    f"compressed stream was not read")
+                        gaps.append(
+                            f"{path}: trailing non-gzip data after the "
+                            f"compressed stream was not read"
+                        )
                     return
             d = zlib.decompressobj(wbits=31)

@@ -49,9 +49,7 @@ class ParseSummary:
 
     def to_dict(self) -> dict:
         return {
-            "files": [
-                {**f.__dict__, "ranks": sorted(f.ranks)} for f in self.files
-            ],
+            "files": [{**f.__dict__, "ranks": sorted(f.ranks)} for f in self.files],
             "lines": self.lines,
             "bytes_read": self.bytes_read,
             "matched": dict(sorted(self.matched.items())),

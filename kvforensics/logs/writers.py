@@ -24,8 +24,12 @@ def output_kind(out: Path) -> str:
     return kind
 
 
-def events_lazy(paths: Iterable[Path], summary: ParseSummary, catalogue: Catalogue | None = None,
-                progress: bool = False) -> pl.LazyFrame:
+def events_lazy(
+    paths: Iterable[Path],
+    summary: ParseSummary,
+    catalogue: Catalogue | None = None,
+    progress: bool = False,
+) -> pl.LazyFrame:
     """The events as a LazyFrame fed chunk by chunk from the reader."""
     cat = catalogue or load_catalogue()
     paths = list(paths)

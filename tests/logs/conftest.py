@@ -18,5 +18,8 @@ def run_cli(*args: str | Path, cwd: Path | None = None) -> subprocess.CompletedP
     """The real entry point, so exit codes and `error:` lines are what a user sees."""
     return subprocess.run(
         [sys.executable, "-m", "kvforensics", *map(str, args)],
-        capture_output=True, text=True, cwd=cwd, timeout=120,
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        timeout=120,
     )

@@ -82,7 +82,7 @@ def test_columns_have_one_type_and_no_clash():
     assert {"rid", "seq_len", "baseline", "oom_tokens", "rids", "extra", "attached"} <= set(schema)
 
 
-USER_TOML = '''
+USER_TOML = """
 [[format]]
 name = "kv_transfer"
 literal = "KV transfer done"
@@ -94,7 +94,7 @@ name = "as_write"
 literal = "AS ckpt"
 regex = '^AS ckpt rid=(?P<rid>\\S+) n=(?P<blocks>\\d+)'
 fields = { rid = "str", blocks = "int" }
-'''
+"""
 
 
 def test_user_formats_add_and_override(tmp_path):
@@ -119,7 +119,10 @@ def test_user_formats_add_and_override(tmp_path):
         ("[[format]]\nname='a'\nregex='(unclosed'\n", "invalid regex"),
         ("[[format]]\nname='a'\nregex='^x (?P<n>\\d+)'\nfields={n='decimal'}\n", "needs a type"),
         ("[[format]]\nname='a'\nregex='^x (?P<n>\\d+)'\nfields={m='int'}\n", "no group"),
-        ("[[format]]\nname='a'\nregex='^x (?P<seq_len>\\w+)'\nfields={seq_len='str'}\n", "one column needs one type"),
+        (
+            "[[format]]\nname='a'\nregex='^x (?P<seq_len>\\w+)'\nfields={seq_len='str'}\n",
+            "one column needs one type",
+        ),
         ("x = 1\n", "no [[format]]"),
     ],
 )

@@ -42,8 +42,13 @@ def test_parse_writes_each_output_type(samples, tmp_path, suffix):
 
 
 def test_summary_warns_about_decode_node_and_lists_unmatched(samples, tmp_path):
-    r = run_cli("parse", samples / "decode-node.log", samples / "era-2025-03-tp.log",
-                "-o", tmp_path / "e.parquet")
+    r = run_cli(
+        "parse",
+        samples / "decode-node.log",
+        samples / "era-2025-03-tp.log",
+        "-o",
+        tmp_path / "e.parquet",
+    )
     assert r.returncode == 0, r.stderr
     assert "decode or colocated node" in r.stdout
     assert "era-2025-03-tp.log:4: INFO:" in r.stdout
@@ -53,7 +58,7 @@ def test_user_formats_option(samples, tmp_path):
     fmt = tmp_path / "mine.toml"
     fmt.write_text(
         "[[format]]\nname = 'http_access'\nliteral = 'INFO:'\n"
-        "regex = '^INFO: +(?P<client>\\S+) - \"(?P<request>[^\"]*)\" (?P<status>\\d+)'\n"
+        'regex = \'^INFO: +(?P<client>\\S+) - "(?P<request>[^"]*)" (?P<status>\\d+)\'\n'
         "fields = { client = 'str', request = 'str', status = 'int' }\n"
     )
     out = tmp_path / "e.ndjson"
@@ -62,11 +67,16 @@ def test_user_formats_option(samples, tmp_path):
     rows = [json.loads(x) for x in out.read_text().splitlines()]
     (http,) = [x for x in rows if x["kind"] == "http_access"]
     assert (http["client"], http["request"], http["status"]) == (
-        "127.0.0.1:40052", "POST /generate HTTP/1.1", 200)
+        "127.0.0.1:40052",
+        "POST /generate HTTP/1.1",
+        200,
+    )
 
 
 def _gz_cut(d):
-    blob = gzip.compress(b"".join(f"[2026-11-02 15:16:26 PP0] line {i}\n".encode() for i in range(5000)))
+    blob = gzip.compress(
+        b"".join(f"[2026-11-02 15:16:26 PP0] line {i}\n".encode() for i in range(5000))
+    )
     (d / "cut.gz").write_bytes(blob[: len(blob) // 2])
     return d / "cut.gz"
 
@@ -75,6 +85,7 @@ def _write(name: str, data: bytes):
     def make(d):
         (d / name).write_bytes(data)
         return d / name
+
     return make
 
 
@@ -100,11 +111,17 @@ def test_bad_inputs_one_line_error(tmp_path, make, msg):
 def test_damaged_inputs_parse_as_far_as_they_go(samples, tmp_path):
     cut_gz = _gz_cut(tmp_path)
     cut_line = tmp_path / "cutline.log"
-    cut_line.write_bytes((samples / "incident-pp0.log").read_bytes()[:-1] +
-                         b"\n[2026-11-02 15:16:30 PP0] PrefillAdder.add_one_req: rid=as-1, seq_len=94")
+    cut_line.write_bytes(
+        (samples / "incident-pp0.log").read_bytes()[:-1]
+        + b"\n[2026-11-02 15:16:30 PP0] PrefillAdder.add_one_req: rid=as-1, seq_len=94"
+    )
     long_line = tmp_path / "long.log"
-    long_line.write_text("[2026-11-02 15:16:26 PP0] " + "y" * (3 << 20) + "\n"
-                         + (samples / "incident-pp1.log").read_text())
+    long_line.write_text(
+        "[2026-11-02 15:16:26 PP0] "
+        + "y" * (3 << 20)
+        + "\n"
+        + (samples / "incident-pp1.log").read_text()
+    )
     out = tmp_path / "e.csv"
     r = run_cli("parse", cut_gz, cut_line, long_line, "-o", out)
     assert r.returncode == 0, r.stderr
@@ -131,6 +148,7 @@ def test_unknown_output_type(samples, tmp_path):
 def test_bad_formats_file_is_one_line_error(samples, tmp_path):
     fmt = tmp_path / "f.toml"
     fmt.write_text("[[format]]\nname='a'\nregex='(x'\n")
-    err = _one_line_error(run_cli("parse", samples / "incident-pp1.log", "-o", tmp_path / "e.csv",
-                                  "--formats", fmt))
+    err = _one_line_error(
+        run_cli("parse", samples / "incident-pp1.log", "-o", tmp_path / "e.csv", "--formats", fmt)
+    )
     assert "invalid regex" in err

@@ -14,7 +14,9 @@ TAGS = list(CAT.prefix.tags.items())  # (tag, column), in the spec's order
 ranks = st.fixed_dictionaries({}, optional={tag: st.integers(0, 4095) for tag, _ in TAGS})
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(ranks=ranks, ms=st.none() | st.integers(0, 999), second=st.integers(0, 59))
 def test_prefix_accepts_every_tag_combination(tmp_path, ranks, ms, second):
     tags = "".join(f" {tag}{ranks[tag]}" for tag, _ in TAGS if tag in ranks)
@@ -42,7 +44,9 @@ def _events(path, chunk_bytes):
     return pl.concat(frames), s
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(chunk=st.integers(1, 6000), workers=st.integers(1, 3))
 def test_chunk_size_never_changes_events(tmp_path_factory, samples, chunk, workers):
     path = tmp_path_factory.mktemp("c") / "all.log"
@@ -52,5 +56,9 @@ def test_chunk_size_never_changes_events(tmp_path_factory, samples, chunk, worke
     got = pl.concat(list(iter_events([path], s, chunk_bytes=chunk, workers=workers, catalogue=CAT)))
     assert got.equals(want)
     assert (s.matched, s.unmatched, s.attached_lines, s.lines) == (
-        ws.matched, ws.unmatched, ws.attached_lines, ws.lines)
+        ws.matched,
+        ws.unmatched,
+        ws.attached_lines,
+        ws.lines,
+    )
     assert want.filter(pl.col("kind") == "oom").height == 3

@@ -21,32 +21,56 @@ def _by_kind(df: pl.DataFrame, kind: str) -> list[dict]:
 def test_incident_lines_exact(samples):
     df, s = read_events([samples / "incident-pp0.log"])
     adds = _by_kind(df, "adder_check")
-    assert [(a["rid"], a["seq_len"], a["prefix_len"], a["host_hit_len"], a["rem_chunk_tokens"],
-             a["baseline"], a["rem_total_tokens"], a["cur_rem_tokens"]) for a in adds] == [
+    assert [
+        (
+            a["rid"],
+            a["seq_len"],
+            a["prefix_len"],
+            a["host_hit_len"],
+            a["rem_chunk_tokens"],
+            a["baseline"],
+            a["rem_total_tokens"],
+            a["cur_rem_tokens"],
+        )
+        for a in adds
+    ] == [
         ("as-v9ujq2m0c1", 13888, 0, 0, 16384, 121408, 121408, 121408),
         ("as-1keim4u1e8", 94024, 12992, 73792, 2496, 108416, 94463, 94464),
         ("as-xpkq7d03n5", 15545, 0, 15360, 192, 34624, 18303, 18304),
     ]
     res = _by_kind(df, "adder_result")
-    assert [(r["rid"], r["decision"], r["extend_start"], r["extend_end"], r["result"]) for r in res] == [
+    assert [
+        (r["rid"], r["decision"], r["extend_start"], r["extend_end"], r["result"]) for r in res
+    ] == [
         ("as-v9ujq2m0c1", "full", 0, 13888, "CONTINUE"),
         ("as-1keim4u1e8", "truncated", 86784, 89088, "CONTINUE"),
         ("as-xpkq7d03n5", "full", 15360, 15545, "CONTINUE"),
     ]
     loads = _by_kind(df, "hicache_load_back")
     assert [(x["rid"], x["host_hit_len"], x["loaded"]) for x in loads] == [
-        ("as-1keim4u1e8", 73792, 73792), ("as-xpkq7d03n5", 15360, 15360)]
+        ("as-1keim4u1e8", 73792, 73792),
+        ("as-xpkq7d03n5", 15360, 15360),
+    ]
     writes = [(w["rid"], w["blocks"], w["block_size"]) for w in _by_kind(df, "as_write")]
     assert ("as-1keim4u1e8", 348, 256) in writes and ("as-1keim4u1e8", 359, 256) in writes
     (align,) = _by_kind(df, "checkpoint_align")
     assert (align["align_size"], align["align_backend"]) == (256, "FlashKDA")
     (args,) = _by_kind(df, "server_args")
-    assert (args["page_size"], args["chunked_prefill_size"], args["max_prefill_tokens"],
-            args["disaggregation_mode"], args["pp_size"], args["tp_size"]) == (
-        64, 16384, 16384, "prefill", 4, 1)
+    assert (
+        args["page_size"],
+        args["chunked_prefill_size"],
+        args["max_prefill_tokens"],
+        args["disaggregation_mode"],
+        args["pp_size"],
+        args["tp_size"],
+    ) == (64, 16384, 16384, "prefill", 4, 1)
     (mem,) = _by_kind(df, "memory_config")
-    assert (mem["max_total_num_tokens"], mem["max_running_requests"], mem["context_len"],
-            mem["available_gpu_mem_gb"]) == (262144, 256, 1048576, 12.31)
+    assert (
+        mem["max_total_num_tokens"],
+        mem["max_running_requests"],
+        mem["context_len"],
+        mem["available_gpu_mem_gb"],
+    ) == (262144, 256, 1048576, 12.31)
     assert set(df["rank"].unique()) == {"PP0"} and set(df["pp"].unique()) == {0}
     assert adds[1]["time"] == datetime(2026, 11, 2, 15, 16, 26)
     assert df["line"].to_list() == sorted(df["line"].to_list())
@@ -57,8 +81,13 @@ def test_oom_is_one_event_with_attachment(samples):
     df, s = read_events([samples / "incident-pp0.log"])
     (oom,) = _by_kind(df, "oom")
     assert oom["line"] == 16
-    assert (oom["oom_phase"], oom["oom_tokens"], oom["oom_available"], oom["oom_available_size"],
-            oom["oom_evictable_size"]) == ("Prefill", 2056, 0, 0, 0)
+    assert (
+        oom["oom_phase"],
+        oom["oom_tokens"],
+        oom["oom_available"],
+        oom["oom_available_size"],
+        oom["oom_evictable_size"],
+    ) == ("Prefill", 2056, 0, 0, 0)
     att = oom["attached"].split("\n")
     assert att[0] == "Try to allocate 2056 tokens."
     assert att[2] == "|-- root [0, 0) lock_ref=3"  # tree dump
@@ -72,10 +101,20 @@ def test_oom_is_one_event_with_attachment(samples):
 def test_oom_typo_and_hybrid_variants(samples):
     df, _ = read_events([samples / "era-2024-11-typo-oom.log", samples / "era-2026-07-hybrid.log"])
     a, b = _by_kind(df, "oom")
-    assert (a["oom_tokens"], a["oom_available"], a["oom_available_size"], a["oom_evictable_size"]) == (
-        1500, 900, 100, 800)
-    assert (b["oom_tokens"], b["oom_available"], b["oom_available_size"], b["oom_evictable_size"],
-            b["oom_swa_available"], b["oom_lru_evictable"]) == (4096, 3000, 1000, 2000, 700, 2000)
+    assert (
+        a["oom_tokens"],
+        a["oom_available"],
+        a["oom_available_size"],
+        a["oom_evictable_size"],
+    ) == (1500, 900, 100, 800)
+    assert (
+        b["oom_tokens"],
+        b["oom_available"],
+        b["oom_available_size"],
+        b["oom_evictable_size"],
+        b["oom_swa_available"],
+        b["oom_lru_evictable"],
+    ) == (4096, 3000, 1000, 2000, 700, 2000)
     # an unknown pair of the 2024 batch line is kept
     (batch,) = [r for r in _by_kind(df, "prefill_batch") if r["time"].year == 2024]
     assert json.loads(batch["extra"]) == {"cache hit rate": "0.00%"}
@@ -87,7 +126,10 @@ def test_multi_file_ranks(samples, tmp_path):
     df, s = read_events(files)
     per_file = df.group_by("file").agg(pl.col("rank").unique()).sort("file")
     assert {f: set(r) for f, r in per_file.iter_rows()} == {
-        str(files[0]): {"PP0"}, str(files[1]): {"PP1"}, str(files[2]): {"PP3"}}
+        str(files[0]): {"PP0"},
+        str(files[1]): {"PP1"},
+        str(files[2]): {"PP3"},
+    }
     assert [f.ranks for f in s.files] == [{"PP0"}, {"PP1"}, {"PP3"}]
     plan = _by_kind(df, "replay_plan")[0]
     assert plan["rids"] == ["as-v9ujq2m0c1", "as-1keim4u1e8", "as-xpkq7d03n5"]
@@ -99,7 +141,9 @@ def test_multi_file_ranks(samples, tmp_path):
     assert df.filter(pl.col("file") == str(files[1]))["line"].to_list() == [1, 2]
     # a file's rank is whatever its lines say, not its name
     mixed = tmp_path / "whatever.log"
-    mixed.write_text((samples / "incident-pp1.log").read_text() + (samples / "incident-pp3.log").read_text())
+    mixed.write_text(
+        (samples / "incident-pp1.log").read_text() + (samples / "incident-pp3.log").read_text()
+    )
     df2, _ = read_events([mixed])
     assert df2["rank"].to_list() == ["PP1", "PP1", "PP3", "PP3"]
 
@@ -187,7 +231,8 @@ def test_long_line_and_nul_bytes(tmp_path):
     long = "x" * (3 << 20)
     p.write_bytes(
         f"[2026-11-02 15:16:26 PP0] {long}\n".encode()
-        + b"A" * 70000 + b"\n"  # keep the NULs below out of the sniffed head
+        + b"A" * 70000
+        + b"\n"  # keep the NULs below out of the sniffed head
         + b"\x00\x00[2026-11-02 15:16:27 PP0] AttentionStore write: rid=as-1, blocks=3, block_size=256\n"
     )
     df, s = read_events([p], chunk_bytes=1 << 20)
@@ -200,6 +245,7 @@ def _file(name: str, data: bytes):
     def make(d):
         (d / name).write_bytes(data)
         return d / name
+
     return make
 
 
