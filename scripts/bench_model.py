@@ -93,12 +93,88 @@ def adder_only(rounds: int, seed: int = 7) -> dict:
     }
 
 
+def same_rounds_as_sglang(seconds: float = 3.0) -> dict:
+    """The round the SGLang harness times (8 whole admissions, tests/conformance
+    sglang_ref.py --bench), through the model: fresh adder, pool and requests each round."""
+    from kvforensics.model import Config, Ledger, PagePool, PrefillAdder, Request, get_policy
+
+    cfg = Config(
+        page_size=64,
+        chunked_prefill_size=1 << 30,
+        max_prefill_tokens=1 << 30,
+        pool_size=(1 << 30) + (1 << 20),
+    )
+    policy = get_policy("upstream")
+    queue = [(f"r{i}", 1000 + 64 * i, 128, 64 * (i % 2)) for i in range(8)]
+    ledger = Ledger()
+    calls = rounds = 0
+    t0 = time.perf_counter()
+    while time.perf_counter() - t0 < seconds:
+        pool = PagePool(
+            page_size=64,
+            size=cfg.pool_size,
+            free=1 << 30,
+            evictable={"cache": (1 << 20) - 8 * 128, **{f"p{i}": 128 for i in range(8)}},
+            record=False,
+        )
+        adder = PrefillAdder(cfg, policy, pool, ledger=ledger)
+        for rid, seq, dp, hh in queue:
+            calls += 1
+            req = Request(rid, seq, dp, hh, prefix_keys=(f"p{rid[1:]}",))
+            if adder.add_one_req(req) != "CONTINUE":
+                break
+        rounds += 1
+        if len(ledger.rows) > 1_000_000:
+            ledger.rows.clear()
+    dt = time.perf_counter() - t0
+    return {
+        "bench": "same_rounds_as_sglang",
+        "add_one_req": calls,
+        "seconds": round(dt, 3),
+        "decisions_per_s": round(calls / dt),
+    }
+
+
+def sglang_reference() -> dict | None:
+    """SGLang 0.5.23's own PrefillAdder on the same rounds, when its environment exists."""
+    import subprocess
+
+    py = ROOT / ".venv-sglang" / "bin" / "python"
+    if not py.exists():
+        return None
+    out = subprocess.run(
+        [str(py), str(ROOT / "tests" / "conformance" / "sglang_ref.py"), "--bench"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=ROOT,
+    )
+    if out.returncode != 0:
+        return {"error": out.stderr.strip().splitlines()[-1:]}
+    d = json.loads(out.stdout.strip().splitlines()[-1])
+    return {
+        "bench": "sglang_0.5.23_same_rounds",
+        "add_one_req": d["add_one_req_calls"],
+        "seconds": round(d["seconds"], 3),
+        "decisions_per_s": round(d["decisions_per_s"]),
+    }
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--limit", type=int, default=None, help="trace rows to use (default all)")
     ap.add_argument("--policy", default="prefix,fixed")
     args = ap.parse_args()
-    out = [adder_only(20000)]
+    mine = same_rounds_as_sglang()
+    ref = sglang_reference()
+    if ref and "decisions_per_s" in ref:
+        mine["x_sglang_measured"] = round(mine["decisions_per_s"] / ref["decisions_per_s"], 1)
+    out = [
+        mine,
+        ref
+        or {"bench": "sglang reference", "skipped": "no .venv-sglang (scripts/conformance_env.sh)"},
+    ]
+    out += [adder_only(20000)]
     out += [bench(p, args.limit, True) for p in args.policy.split(",")]
     print(json.dumps(out, indent=2))
 
