@@ -39,6 +39,7 @@ class PrefillAdder:
         self.deciding = deciding
         self.budget = Budget(cfg.chunked_prefill_size, cfg.max_prefill_tokens)
         self.page_charge = profile.page_charge(cfg)
+        self.max_new = profile.max_new(cfg)
         self.align = policy.end_align(cfg)
         #: (request, start, end) in admission order
         self.pieces: list[tuple[Request, int, int]] = []
@@ -120,7 +121,7 @@ class PrefillAdder:
         truncated = req.seq_len - start > n
         end = self._aligned_end(start, start + n) if truncated else req.seq_len
         piece = cfg.ceil_page(end - start)
-        b.charge(piece, self.page_charge, 0 if truncated else cfg.max_new_tokens)
+        b.charge(piece, self.page_charge, 0 if truncated else self.max_new)
         reserved = 0
         if truncated:
             reserved = self.policy.after_truncation(b, req.seq_len - end, cfg, self.deciding)
@@ -156,53 +157,23 @@ class PrefillAdder:
         # the same pool.
         need = self.profile.memory_need(req.seq_len - req.device_prefix, cfg)
         prefix = req.device_prefix + req.host_hit
-        extend = req.seq_len - prefix
-        paged_extend = cfg.ceil_page(extend)
-
-        reason = None
-        if need >= rem_total:
-            result, reason = NO_TOKEN, f"needs {need} >= rem_total_tokens {rem_total}"
-        elif self.profile.input_tokens_check and paged_extend >= b.rem_input and self.pieces:
-            result, reason = OTHER, f"extend {paged_extend} >= rem_input_tokens {b.rem_input}"
-        else:
-            result = None
-        if result is None and paged_extend <= b.rem_chunk:
-            truncated, end = False, req.seq_len
-        elif result is None:
-            truncated = True
-            if self.new_chunked is not None:
-                result = OTHER
-                reason = f"would be a second chunked request beside {self.new_chunked.rid}"
-            else:
-                e = cfg.floor_page(b.rem_chunk)
-                if cfg.truncation_align_size:
-                    e = e // cfg.truncation_align_size * cfg.truncation_align_size
-                end = self._aligned_end(prefix, cfg.floor_page(prefix + e))
-                if end <= prefix:
-                    result, reason = OTHER, f"chunk budget {b.rem_chunk} leaves no whole page"
-
+        result, reason, truncated, end = self._select(req, need, rem_total, prefix)
         if result is not None:
-            pool.unlock(req.prefix_keys)
-            self._log(
-                "add_one_req",
-                req,
-                base,
-                base,
-                t0,
-                c0,
-                chunk0,
-                "rejected",
-                None,
-                None,
-                0,
-                result.value,
-                0,
-                reason=reason,
-            )
-            return result
+            return self._reject(req, base, t0, c0, chunk0, result, reason)
 
         # Admitted. HiCache allocates the host hit's slots now, outside the offsets.
-        if req.host_hit:
+        loaded = req.host_hit
+        if (
+            loaded
+            and self.profile.load_back_may_fail
+            and not pool.can_allocate(cfg.pages_for(req.device_prefix, prefix))
+        ):
+            # Nothing loads: select again with the host part recomputed.
+            loaded, prefix = 0, req.device_prefix
+            result, reason, truncated, end = self._select(req, need, rem_total, prefix)
+            if result is not None:
+                return self._reject(req, base, t0, c0, chunk0, result, reason)
+        if loaded:
             pool.alloc(req.rid, req.device_prefix, prefix, op="load_back")
         piece = cfg.ceil_page(end - prefix)
         reserved = 0
@@ -211,7 +182,7 @@ class PrefillAdder:
             reserved = self.policy.after_truncation(b, req.seq_len - end, cfg, self.deciding)
             self.new_chunked = req
         else:
-            b.charge(piece, self.page_charge, cfg.max_new_tokens)
+            b.charge(piece, self.page_charge, self.max_new)
         req.done = prefix
         self.pieces.append((req, prefix, end))
         base_after = pool.baseline()
@@ -227,8 +198,57 @@ class PrefillAdder:
             "truncated" if truncated else "full",
             prefix,
             end,
-            req.host_hit,
+            loaded,
             state.value,
             reserved,
         )
         return state
+
+    def _select(
+        self, req: Request, need: int, rem_total: int, prefix: int
+    ) -> tuple[AddResult | None, str | None, bool, int]:
+        """Admit whole, truncate or refuse, allocating nothing.
+
+        Returns (refusal or None, reason, truncated, end).
+        """
+        cfg, b = self.cfg, self.budget
+        paged_extend = cfg.ceil_page(req.seq_len - prefix)
+        truncated, end = False, req.seq_len
+        if need >= rem_total:
+            return NO_TOKEN, f"needs {need} >= rem_total_tokens {rem_total}", truncated, end
+        if self.profile.input_tokens_check and paged_extend >= b.rem_input and self.pieces:
+            reason = f"extend {paged_extend} >= rem_input_tokens {b.rem_input}"
+            return OTHER, reason, truncated, end
+        if paged_extend <= b.rem_chunk:
+            return None, None, truncated, end
+        truncated = True
+        if self.profile.one_chunked_guard and self.new_chunked is not None:
+            reason = f"would be a second chunked request beside {self.new_chunked.rid}"
+            return OTHER, reason, truncated, end
+        e = cfg.floor_page(b.rem_chunk)
+        if cfg.truncation_align_size:
+            e = e // cfg.truncation_align_size * cfg.truncation_align_size
+        end = self._aligned_end(prefix, cfg.floor_page(prefix + e))
+        if end <= prefix:
+            return OTHER, f"chunk budget {b.rem_chunk} leaves no whole page", truncated, end
+        return None, None, truncated, end
+
+    def _reject(self, req, base, t0, c0, chunk0, result: AddResult, reason) -> AddResult:
+        self.pool.unlock(req.prefix_keys)
+        self._log(
+            "add_one_req",
+            req,
+            base,
+            base,
+            t0,
+            c0,
+            chunk0,
+            "rejected",
+            None,
+            None,
+            0,
+            result.value,
+            0,
+            reason=reason,
+        )
+        return result

@@ -155,6 +155,8 @@ class PrefillNode:
         prefix_cache: PrefixSource | None = None,
     ):
         self.cfg, self.policy, self.pool, self.profile = cfg, policy, pool, profile
+        if profile.whole_page_free:
+            pool.free = cfg.floor_page(pool.free)  # a real allocator holds whole pages
         self.timing = timing
         self.prefix_cache = prefix_cache
         self.waiting: list[Request] = list(waiting)
@@ -234,7 +236,7 @@ class PrefillNode:
         skipped = False
         if self.chunked is not None:
             adder.add_chunked_req(self.chunked)
-            skipped = adder.budget_state() is not CONTINUE
+            skipped = adder.budget_state() in self.profile.skip_waiting_on
         if not skipped:
             # NOTE: a refusal always ends the loop (it returns NO_TOKEN or OTHER), so the
             # admitted requests are exactly the first ones of the queue.

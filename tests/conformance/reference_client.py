@@ -44,6 +44,8 @@ class ReferenceUnavailable(RuntimeError):
 
 class SglangReference:
     def __init__(self, python: Path | None = None):
+        #: the reference's own time for the last round (no pipe, no JSON)
+        self.last_seconds = 0.0
         py = python or reference_python()
         if not py.exists():
             raise ReferenceUnavailable(
@@ -69,6 +71,7 @@ class SglangReference:
         reply = json.loads(line)
         if "error" in reply:
             raise ValueError(reply["error"])
+        self.last_seconds = reply.get("seconds", 0.0)
         return reply["records"]
 
     def close(self) -> None:

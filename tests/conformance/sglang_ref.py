@@ -132,13 +132,14 @@ class PagedAllocator:
 
 
 class _Node:
-    __slots__ = ("evictable", "lock_ref", "name", "tokens")
+    __slots__ = ("evictable", "lock_ref", "name", "parent", "tokens")
 
-    def __init__(self, name: str, tokens: int, evictable: bool):
+    def __init__(self, name: str, tokens: int, evictable: bool, parent: _Node | None = None):
         self.name = name
-        self.tokens = tokens
+        self.tokens = tokens  # this node's own span
         self.evictable = evictable
         self.lock_ref = 0
+        self.parent = parent
 
 
 class LedgerTree(BasePrefixCache):
@@ -161,18 +162,24 @@ class LedgerTree(BasePrefixCache):
     def full_evictable_size(self) -> int:
         return self.evictable
 
-    # -- locking: a device prefix leaves the evictable pool while locked
+    # -- locking: a device prefix leaves the evictable pool while locked. As in the
+    # radix tree, a lock holds the node and every ancestor (a loaded span's lock keeps
+    # the device prefix under it locked).
     def inc_lock_ref(self, node: _Node) -> IncLockRefResult:
-        if node.lock_ref == 0 and node.evictable:
-            self.evictable -= node.tokens
-        node.lock_ref += 1
+        while node is not None:
+            if node.lock_ref == 0 and node.evictable:
+                self.evictable -= node.tokens
+            node.lock_ref += 1
+            node = node.parent
         return IncLockRefResult()
 
     def dec_lock_ref(self, node: _Node, params: Any = None) -> DecLockRefResult:
-        node.lock_ref -= 1
-        assert node.lock_ref >= 0, node.name
-        if node.lock_ref == 0 and node.evictable:
-            self.evictable += node.tokens
+        while node is not None:
+            node.lock_ref -= 1
+            assert node.lock_ref >= 0, node.name
+            if node.lock_ref == 0 and node.evictable:
+                self.evictable += node.tokens
+            node = node.parent
         return DecLockRefResult()
 
     # -- host load-back: allocates now, so the baseline drops at once
@@ -192,7 +199,7 @@ class LedgerTree(BasePrefixCache):
             return 0, req.last_node
         # The loaded span is a new node under the device prefix; it is in use
         # (allocated, locked by the request), never evictable this round.
-        node = _Node(f"{req.rid}/loaded", dev + host, False)
+        node = _Node(f"{req.rid}/loaded", host, False, parent=req.last_node)
         self.load_back_calls.append((req.rid, host))
         return host, node
 
@@ -473,7 +480,11 @@ def main(argv: list[str]) -> int:
             if not line.strip():
                 continue
             try:
-                reply = {"records": run_sglang_round(json.loads(line))}
+                spec = json.loads(line)
+                t0 = time.perf_counter()
+                records = run_sglang_round(spec)
+                # the round's own time (stand-ins, Req objects and the adder), no I/O
+                reply = {"records": records, "seconds": time.perf_counter() - t0}
             except Exception as exc:
                 reply = {"error": f"{type(exc).__name__}: {exc}"}
             sys.stdout.write(json.dumps(reply) + "\n")
