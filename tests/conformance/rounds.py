@@ -32,7 +32,8 @@ def _page_multiple_or_any(page: int, lo_pages: int, hi_pages: int, hi_any: int):
 def round_specs(draw, *, max_queue: int = 5) -> dict:
     page = draw(st.sampled_from([1, 16, 64]))
     scale = draw(st.sampled_from([256, 1024, 4096, 16384]))  # typical prompt size
-    chunk = draw(_page_multiple_or_any(page, 1, max(1, 8192 // page), 8192))
+    chunk_hi = min(8192, 2 * scale)
+    chunk = draw(_page_multiple_or_any(page, 1, max(1, chunk_hi // page), chunk_hi))
     max_prefill = draw(
         st.one_of(st.just(16384), _page_multiple_or_any(page, 1, max(1, 16384 // page), 16384))
     )
@@ -41,13 +42,28 @@ def round_specs(draw, *, max_queue: int = 5) -> dict:
             st.none(),
             st.integers(1, 64).map(lambda k: k * page),
             st.integers(1, 4096),
+            st.integers(1, max(1, chunk)),
         )
     )
     max_new = draw(st.one_of(st.just(1), st.integers(0, 8192)))
 
+    chunked = None
+    if draw(st.booleans()):
+        seq = draw(st.integers(2, 4 * scale))
+        start = draw(
+            st.one_of(
+                st.integers(1, (seq - 1) // page).map(lambda k: k * page)
+                if seq - 1 >= page
+                else st.just(1),
+                st.integers(1, seq - 1),
+            )
+        )
+        chunked = {"rid": "C", "seq_len": seq, "start": start}
+
     queue = []
     evictable_prefixes = 0
-    for i in range(draw(st.integers(0, max_queue))):
+    demand = chunked["seq_len"] - chunked["start"] if chunked else 0
+    for i in range(draw(st.integers(0 if chunked else 1, max_queue))):
         seq = draw(st.integers(1, 4 * scale))
         dev = page * draw(st.integers(0, (seq - 1) // page))
         if draw(st.booleans()):
@@ -63,6 +79,7 @@ def round_specs(draw, *, max_queue: int = 5) -> dict:
         ev = draw(st.booleans()) if dev else True
         if ev:
             evictable_prefixes += dev
+        demand += seq - dev + page + min(max_new, 4096)
         queue.append(
             {
                 "rid": f"q{i}",
@@ -73,26 +90,16 @@ def round_specs(draw, *, max_queue: int = 5) -> dict:
             }
         )
 
-    chunked = None
-    if draw(st.booleans()):
-        seq = draw(st.integers(2, 4 * scale))
-        start = draw(
-            st.one_of(
-                st.integers(1, (seq - 1) // page).map(lambda k: k * page)
-                if seq - 1 >= page
-                else st.just(1),
-                st.integers(1, seq - 1),
-            )
-        )
-        chunked = {"rid": "C", "seq_len": seq, "start": start}
-
+    # Memory around what the round asks for: from far too little to plenty.
+    hi = max(page, 2 * demand)
     free = draw(
         st.one_of(
-            st.integers(0, 6 * scale // page).map(lambda k: k * page),
-            st.integers(0, 6 * scale),
+            st.integers(0, hi // page).map(lambda k: k * page),
+            st.integers(0, hi),
+            st.integers(demand // page, hi // page).map(lambda k: k * page),
         )
     )
-    other = page * draw(st.integers(0, 4 * scale // page))
+    other = page * draw(st.integers(0, hi // page // 2))
     return {
         "page_size": page,
         "chunked_prefill_size": chunk,
@@ -112,6 +119,7 @@ class Outcome:
 
     diffs: list[str]
     out_of_domain: bool
+    tags: set[str]
     decisions: int
     sglang_seconds: float
     model_seconds: float
@@ -122,4 +130,35 @@ def compare_round(ref: SglangReference, spec: dict) -> Outcome:
     sglang_s = ref.last_seconds
     got = model_round(spec)
     diffs = [] if got.out_of_domain else diff_records(expected, got.records)
-    return Outcome(diffs, got.out_of_domain, len(expected), sglang_s, got.seconds)
+    tags = set() if got.out_of_domain else coverage_tags(spec, expected)
+    return Outcome(diffs, got.out_of_domain, tags, len(expected), sglang_s, got.seconds)
+
+
+def coverage_tags(spec: dict, records: list[dict]) -> set[str]:
+    """What a compared round exercised, for the run's coverage table."""
+    tags = {f"page {spec['page_size']}"}
+    if spec.get("truncation_align_size"):
+        tas = spec["truncation_align_size"]
+        tags.add("truncation_align page multiple" if tas % spec["page_size"] == 0 else
+                 "truncation_align not a page multiple")  # fmt: skip
+    hosts = {q["rid"]: q["host_hit"] for q in spec["queue"]}
+    truncations = 0
+    for r in records:
+        if r["call"] == "add_chunked_req":
+            tags.add("resumed chunk")
+            if r["end"] < spec["chunked"]["seq_len"]:
+                tags.add("resumed chunk still unfinished")
+            if r["rem_total_tokens"] <= 0:
+                tags.add("resumed chunk leaves memory <= 0")
+            continue
+        tags.add(f"add_one_req {r['decision']} {r['result']}")
+        if r["decision"] != "rejected" and hosts.get(r["rid"]):
+            tags.add("host load-back" if r["load_back"] else "host load-back failed")
+        truncations += r["decision"] == "truncated"
+    if truncations > 1:
+        tags.add("two truncations in one round")
+    if spec["free"] % spec["page_size"]:
+        tags.add("free not whole pages")
+    if spec["max_new_tokens"] > 4096:
+        tags.add("max_new_tokens clipped")
+    return tags
