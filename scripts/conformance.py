@@ -26,6 +26,7 @@ if str(ROOT) not in sys.path:
 
 from hypothesis import HealthCheck, Phase, given, seed, settings  # noqa: E402
 
+from tests.conformance import model_round  # noqa: E402
 from tests.conformance.reference_client import SglangReference  # noqa: E402
 from tests.conformance.rounds import compare_round, round_specs  # noqa: E402
 
@@ -86,7 +87,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--show", type=int, default=5, help="differing rounds to print")
     ap.add_argument("--json", type=Path, help="write the figures here too")
+    ap.add_argument(
+        "--profile",
+        default=model_round.PROFILE,
+        help="model profile (default %(default)s; 'fork' shows how far the fork is from 0.5.23)",
+    )
     args = ap.parse_args(argv)
+    model_round.PROFILE = args.profile
     s = run(args.rounds, args.seed, args.show)
     print("coverage (compared rounds that exercised each case):")
     for tag, n in s["coverage"].items():
