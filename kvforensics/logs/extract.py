@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 import polars as pl
 
@@ -117,7 +118,115 @@ def _extra(ok: pl.DataFrame, fmt: Format, src: pl.Expr) -> pl.Series:
 
 
 def _fields(ok: pl.DataFrame, fmt: Format) -> pl.DataFrame:
-    """Typed field columns for rows that matched `fmt` (`_g` = the line regex's groups)."""
+    """Typed field columns for rows that matched `fmt` (`_g` = the line regex's groups).
+
+    `key: value` pairs are split rather than searched key by key when the rows allow
+    it (see `_pairs_split`); the rows that do not go through the per-key regexes."""
+    if fmt.pairs is None or ok.height == 0 or "body" in ok.columns or not _splittable(fmt):
+        return _fields_regex(ok, fmt)
+    fast, slow, need_extra = _pairs_split(ok, fmt)
+    parts = []
+    if slow.any():
+        parts.append(_fields_regex(ok.filter(slow), fmt))
+    keep = ~slow
+    plain = keep & ~need_extra if fmt.pairs.extra else keep
+    parts.append(_pairs_out(ok.filter(plain), fast.filter(plain), fmt))
+    if fmt.pairs.extra and (keep & need_extra).any():
+        sub = ok.filter(keep & need_extra)
+        out = _pairs_out(sub, fast.filter(keep & need_extra), fmt)
+        extra = _extra(sub, fmt, pl.col("_g").struct.field(fmt.pairs.group))
+        parts.append(out.with_columns(extra))
+    parts = [p for p in parts if p.height]
+    if not parts:
+        return _fields_regex(ok, fmt)
+    return pl.concat(parts, how="diagonal_relaxed") if len(parts) > 1 else parts[0]
+
+
+def _pairs_out(ok: pl.DataFrame, fast: pl.DataFrame, fmt: Format) -> pl.DataFrame:
+    """Rows of a pairs format whose fields came from splitting; same columns as the regex path."""
+    out = pl.concat([ok.select("idx", "text"), fast], how="horizontal")
+    return out.with_columns(pl.lit(fmt.name).alias("kind"))
+
+
+def _splittable(fmt: Format) -> bool:
+    """Fields can be read by splitting when every field is a key lookup and no key holds
+    the separator or the assignment text (so an item's key is the text before `assign`)."""
+    p = fmt.pairs
+    if not p.sep or not p.assign:
+        return False
+    if not all(fs.keys and not fs.group and fs.type != "list" for fs in fmt.fields):
+        return False
+    return all(k and p.sep not in k and p.assign not in k for fs in fmt.fields for k in fs.keys)
+
+
+_FLOAT_TEXT = r"^[-+]?[0-9.]+(?:[eE][-+]?[0-9]+)?$"
+
+
+def _pairs_split(ok: pl.DataFrame, fmt: Format) -> tuple[pl.DataFrame, pl.Series, pl.Series]:
+    """Key fields of a pairs format by one split into `key assign value` items.
+
+    Returns (typed field columns, rows to redo with the per-key regexes, rows with
+    items that are not known keys). A row is redone when a key's first occurrence
+    holds a value the split cannot read exactly as the regex would (not a plain number
+    for a number field; quotes, brackets or commas for others). Rows with unknown items
+    get `extra` from `_extra`, the others have none (the regex path would cut all)."""
+    p = fmt.pairs
+    n = ok.height
+    keys = list(dict.fromkeys(k for fs in fmt.fields for k in fs.keys))
+    code = {k: i for i, k in enumerate(keys)}
+    items = (
+        ok.select(pl.col("_g").struct.field(p.group).str.split(p.sep).alias("item"))
+        .with_row_index("row")
+        .explode("item")
+    )
+    kv = pl.col("item").str.splitn(p.assign, 2)
+    items = items.select(
+        "row",
+        kv.struct.field("field_0")
+        .replace_strict(code, default=None, return_dtype=pl.Int32)
+        .alias("code"),
+        kv.struct.field("field_1").alias("v"),
+        pl.col("item").fill_null(""),
+    )
+    items = items.with_columns(
+        pl.when(pl.col("v").is_not_null()).then(pl.col("code")).alias("code")
+    )
+    unknown = items.filter(pl.col("code").is_null() & (pl.col("item") != ""))["row"]
+    known = items.filter(pl.col("code").is_not_null()).select("row", "code", "v")
+    if known.height:
+        pv = known.pivot(on="code", index="row", values="v", aggregate_function="first")
+    else:
+        pv = pl.DataFrame({"row": pl.Series([], dtype=pl.UInt32)})
+    if pv.height != n or not pv["row"].is_sorted():  # rows without any known key
+        pv = pl.DataFrame({"row": pl.arange(0, n, dtype=pl.UInt32, eager=True)}).join(
+            pv, on="row", how="left", maintain_order="left"
+        )
+    exprs, goods = [], []
+    for fs in fmt.fields:
+        present = [pl.col(str(code[k])) for k in fs.keys if str(code[k]) in pv.columns]
+        if not present:
+            exprs.append(pl.lit(None, dtype=fs.dtype).alias(fs.name))
+            continue
+        raw = pl.coalesce(present) if len(present) > 1 else present[0]
+        if fs.type in ("int", "float"):
+            val = raw.cast(fs.dtype, strict=False)
+            good = val.is_not_null()
+            if fs.type == "float":
+                good = good & raw.str.contains(_FLOAT_TEXT)
+        else:
+            val = _convert(raw, fs, lenient=True)
+            good = ~raw.str.contains_any([",", "'", '"', "["])
+        exprs.append(val.alias(fs.name))
+        goods.append(raw.is_null() | good)
+    slow = pl.lit(False) if not goods else ~pl.all_horizontal(goods)
+    out = pv.select(*exprs, slow.fill_null(True).alias("__slow"))
+    need_extra = pl.Series("extra", [False] * n, dtype=pl.Boolean)
+    if unknown.len():
+        need_extra = need_extra.scatter(unknown.unique(), True)
+    return out.drop("__slow"), out["__slow"], need_extra
+
+
+def _fields_regex(ok: pl.DataFrame, fmt: Format) -> pl.DataFrame:
     groups = pl.col("_g")
     body = pl.col("body") if "body" in ok.columns else pl.col("text")
     exprs: list[pl.Expr] = []
@@ -222,8 +331,42 @@ def _prefix_columns(events: pl.DataFrame, cat: Catalogue) -> pl.DataFrame:
     return events.with_columns(cols)
 
 
+_TAIL_GROUP = re.compile(r"(?s)(?P<head>.*)\(\?P<(?P<g>[A-Za-z_][A-Za-z0-9_]*)>\.\*\)")
+
+
+@lru_cache(maxsize=256)
+def _tail_split(line_regex: str) -> tuple[str, str] | None:
+    """(head regex, group) when the line regex is `head(?P<group>.*)` with no other group
+    but `__m` and a head that cannot match empty text. Lines hold no newline, so the group
+    is the text after head's match: one replace instead of a capture over the line."""
+    m = _TAIL_GROUP.fullmatch(line_regex)
+    if not m or m.group("head").endswith("\\"):
+        return None
+    head = m.group("head")
+    if re.findall(r"\(\?P?<", head) != ["(?P<"] or "(?P<__m>)" not in head:
+        return None
+    try:
+        if pl.Series([""]).str.contains(head).any():
+            return None
+    except Exception:  # polars' engine rejects it on its own: keep the regex path
+        return None
+    return head, m.group("g")
+
+
 def _match(cand: pl.DataFrame, fmt: Format) -> pl.DataFrame:
     """Rows of `cand` that match `fmt`, with `_g` = struct of the regex's groups."""
+    tail = _tail_split(fmt.line_regex)
+    if tail is not None:
+        head, group = tail
+        rest = pl.col("text").str.replace(head, "")
+        g = cand.with_columns(rest.alias("_rest")).filter(
+            pl.col("_rest").str.len_bytes() < pl.col("text").str.len_bytes()
+        )
+        return g.with_columns(
+            pl.struct(pl.lit("", dtype=pl.String).alias("__m"), pl.col("_rest").alias(group)).alias(
+                "_g"
+            )
+        ).drop("_rest")
     g = cand.with_columns(pl.col("text").str.extract_groups(fmt.line_regex).alias("_g"))
     return g.filter(pl.col("_g").struct.field("__m").is_not_null())
 
@@ -238,24 +381,19 @@ def extract_chunk(
     # the CSV splitter gives empty lines as null; whitespace-only lines are rare
     blank = df["text"].is_null() | df["text"].str.contains(r"^[ \t\r]*$")
     stats.blank = int(blank.sum())
-    masks = df.select(
-        [
-            (
-                pl.col("text").str.contains(f.literal, literal=True)
-                if f.literal
-                else pl.col("text").is_not_null()
-            )
-            .fill_null(False)
-            .alias(str(i))
-            for i, f in enumerate(cat.formats)
-        ]
-    )
     taken = (
         pl.Series("taken", [False] * n, dtype=pl.Boolean) if n else pl.Series([], dtype=pl.Boolean)
     )
+    # each format only tests the lines no earlier format took
+    rest = df.filter(pl.col("text").is_not_null())
     matched: list[tuple[Format, pl.DataFrame]] = []
-    for i, fmt in enumerate(cat.formats):
-        cand = df.filter(masks[str(i)] & ~taken)
+    for fmt in cat.formats:
+        if rest.height == 0:
+            break
+        if fmt.literal:
+            cand = rest.filter(pl.col("text").str.contains(fmt.literal, literal=True))
+        else:
+            cand = rest
         if cand.height == 0:
             continue
         ok = _match(cand, fmt)
@@ -263,6 +401,7 @@ def extract_chunk(
             continue
         taken = taken.scatter(ok["idx"], True)
         matched.append((fmt, ok))
+        rest = rest.filter(~taken.gather(rest["idx"]))
 
     used: list[int] = []
     parts = []
@@ -271,7 +410,8 @@ def extract_chunk(
             ok, att = _multiline(df, ok, taken, cat, fmt, stats)
             used += att
         stats.matched[fmt.name] = stats.matched.get(fmt.name, 0) + ok.height
-        parts.append(_fields(ok, fmt))
+        part = _prefix_columns(_fields(ok, fmt), cat)
+        parts.append(part.drop("text", "body", strict=False))
 
     consumed = taken.scatter(used, True) if used else taken
     rest = df.filter(~consumed & ~blank)
@@ -284,7 +424,7 @@ def extract_chunk(
     if not parts:
         return pl.DataFrame(schema=schema), stats
     events = pl.concat(parts, how="diagonal_relaxed").sort("idx")
-    events = _prefix_columns(events, cat).with_columns(
+    events = events.with_columns(
         pl.lit(file, dtype=pl.String).alias("file"),
         (pl.col("idx").cast(pl.Int64) + first_line).alias("line"),
         ((pl.col("idx") == n - 1) & pl.lit(last_line_cut)).alias("truncated"),
