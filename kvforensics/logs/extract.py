@@ -410,8 +410,7 @@ def extract_chunk(
             ok, att = _multiline(df, ok, taken, cat, fmt, stats)
             used += att
         stats.matched[fmt.name] = stats.matched.get(fmt.name, 0) + ok.height
-        part = _prefix_columns(_fields(ok, fmt), cat)
-        parts.append(part.drop("text", "body", strict=False))
+        parts.append(_fields(ok, fmt))
 
     consumed = taken.scatter(used, True) if used else taken
     rest = df.filter(~consumed & ~blank)
@@ -423,7 +422,9 @@ def extract_chunk(
     schema = cat.schema()
     if not parts:
         return pl.DataFrame(schema=schema), stats
-    events = pl.concat(parts, how="diagonal_relaxed").sort("idx")
+    # prefix fields before the sort, so that the line text is not carried through it
+    events = pl.concat(parts, how="diagonal_relaxed")
+    events = _prefix_columns(events, cat).drop("text").sort("idx")
     events = events.with_columns(
         pl.lit(file, dtype=pl.String).alias("file"),
         (pl.col("idx").cast(pl.Int64) + first_line).alias("line"),
