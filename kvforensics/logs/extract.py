@@ -384,16 +384,21 @@ def extract_chunk(
     taken = (
         pl.Series("taken", [False] * n, dtype=pl.Boolean) if n else pl.Series([], dtype=pl.Boolean)
     )
-    # each format only tests the lines no earlier format took
-    rest = df.filter(pl.col("text").is_not_null())
+    masks = df.select(
+        [
+            (
+                pl.col("text").str.contains(f.literal, literal=True)
+                if f.literal
+                else pl.col("text").is_not_null()
+            )
+            .fill_null(False)
+            .alias(str(i))
+            for i, f in enumerate(cat.formats)
+        ]
+    )
     matched: list[tuple[Format, pl.DataFrame]] = []
-    for fmt in cat.formats:
-        if rest.height == 0:
-            break
-        if fmt.literal:
-            cand = rest.filter(pl.col("text").str.contains(fmt.literal, literal=True))
-        else:
-            cand = rest
+    for i, fmt in enumerate(cat.formats):
+        cand = df.filter(masks[str(i)] & ~taken)
         if cand.height == 0:
             continue
         ok = _match(cand, fmt)
@@ -401,7 +406,6 @@ def extract_chunk(
             continue
         taken = taken.scatter(ok["idx"], True)
         matched.append((fmt, ok))
-        rest = rest.filter(~taken.gather(rest["idx"]))
 
     used: list[int] = []
     parts = []
