@@ -97,9 +97,14 @@ def replay_logs(
         [Path(p) for p in paths], extra_formats=formats, progress=progress
     )
     if events.height == 0 or not events.filter(pl.col("kind") == "adder_check").height:
+        if summary.decode_node:
+            raise InputError(
+                "these are a decode (or colocated) node's logs (Decode batch lines): "
+                "kvforensics replays prefill nodes"
+            )
         raise InputError(
-            "no PrefillAdder lines in these logs: nothing to replay "
-            "(is this the deciding rank's (PP0) log?)"
+            "no PrefillAdder lines in these logs, nothing to replay: give the deciding rank's "
+            "(PP0) log of a build that prints them (upstream SGLang releases do not)"
         )
     cfg, conf = read_config(events, overrides or {})
     rb = rebuild_rounds(events, cfg, conf, rank=rank)

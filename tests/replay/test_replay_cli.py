@@ -144,3 +144,20 @@ def test_exec_from_logs_confirms_the_oom_and_the_fix():
     fix = json.loads(cli("exec", INC / "pp0.log", "--policy", "fixed", "--format", "json").stdout)
     assert fix["oom"] is None and fix["integrity"] == "ok"
     assert B in fix["completed"]
+
+
+@pytest.mark.parametrize(
+    ("path", "says"),
+    [
+        (FIXTURES / "logs" / "samples" / "decode-node.log", "decode"),
+        (FIXTURES / "logs" / "samples" / "era-2025-06-pd.log", "no PrefillAdder lines"),
+        (FIXTURES / "no-such.log", "no such file"),
+        (FIXTURES / "logs", "directory"),
+    ],
+)
+def test_replay_bad_input_is_one_line(path, says):
+    out = cli("replay", path)
+    assert out.returncode == 2
+    assert says in out.stderr
+    assert len(out.stderr.strip().splitlines()) == 1
+    assert "Traceback" not in out.stderr
