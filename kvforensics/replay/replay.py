@@ -14,6 +14,7 @@ from kvforensics.logs import read_events
 from kvforensics.model import PrefillNode, RunResult, Timing
 from kvforensics.replay.fidelity import check_fidelity
 from kvforensics.replay.state import node_at
+from kvforensics.replay.transfers import estimate_latency, frees_and_finishes
 from kvforensics.replay.verdict import first_token_delays, root_cause
 from kvforensics.rounds import Rebuild, cross_check, read_config, rebuild_rounds
 from kvforensics.rounds.provenance import Prov
@@ -160,18 +161,60 @@ def _transfer_model(
     """
     later = [r for r in rb.rounds if r.index >= start.index and r.time is not None]
     span = (later[-1].time - later[0].time).total_seconds() if len(later) > 1 else 0.0
-    per_round = span / (len(later) - 1) if len(later) > 1 and span > 0 else 1.0
+    # Round length from the rounds replayed, or from the whole log when they are too few.
+    timed = later if len(later) > 1 and span > 0 else [r for r in rb.rounds if r.time is not None]
+    whole = (timed[-1].time - timed[0].time).total_seconds() if len(timed) > 1 else 0.0
+    per_round = whole / (len(timed) - 1) if whole > 0 else 1.0
     notes.append(
-        f"a round lasts {per_round:.2f} s (derived: {len(later)} rounds over {span:.0f} s of log time)"
+        f"a round lasts {per_round:.2f} s (derived: {len(timed)} rounds over {whole:.0f} s of log time)"
+        if whole > 0
+        else "a round lasts 1.00 s (assumed: the log times no two rounds)"
     )
-    if seconds is None:
-        seconds = span + per_round
+    est = estimate_latency(*frees_and_finishes(rb, start.index))
+    if est is not None:
         notes.append(
-            f"KV transfers take {seconds:.2f} s (inferred lower bound: no memory came back "
-            f"in the {span:.0f} s between round {start.index} and the last round; override with --transfer-seconds)"
+            f"the traffic before round {start.index} shows KV transfers taking {est[0]:.2f} s "
+            f"(median; quartiles {est[1][0]:.2f}-{est[1][1]:.2f} s; derived: baseline rises between "
+            "logged rounds paid out of finished requests in finishing order)"
+            + (
+                "; the log's timestamps have 1 s resolution, so that is all it can resolve"
+                if est[1][1] <= 1.0 and not _has_ms(events)
+                else ""
+            )
         )
-    else:
+    if seconds is not None:
         notes.append(f"KV transfers take {seconds:.2f} s (given: --transfer-seconds)")
+    else:
+        # When the logged OOM's availability is what the rounds since the start leave with
+        # no transfer ending, none ended: the transfer time is at least that span.
+        bound = None
+        if (
+            rb.oom
+            and later
+            and later[-1].baseline is not None
+            and rb.oom["available"] == later[-1].baseline.value
+        ):
+            bound = span + per_round
+        if bound is not None:
+            seconds = max(bound, est[1][1]) if est else bound
+            notes.append(
+                f"KV transfers take {seconds:.2f} s (inferred: the out-of-memory line's "
+                f"{rb.oom['available']} available is what rounds {start.index}..{later[-1].index} "
+                f"leave if no transfer ended, so none did for {span:.0f} s"
+                + ("; slower than in the traffic before" if est and est[1][1] < bound else "")
+                + "; override with --transfer-seconds)"
+            )
+        elif est is not None:
+            seconds = max(est[1][1], per_round)
+            notes.append(
+                f"KV transfers take {seconds:.2f} s (the traffic's upper quartile, at least a round)"
+            )
+        else:
+            seconds = span + per_round
+            notes.append(
+                f"KV transfers take {seconds:.2f} s (assumed: the log gives no measure; "
+                "override with --transfer-seconds)"
+            )
     base = start.baseline.value if start.baseline else 0
     held = max(0, rb.cfg.pool_size - base)
     count, source = 1, "no batch line: assumed one"
@@ -197,6 +240,10 @@ def _transfer_model(
         "holding equal shares and finishing one after another (assumed)"
     )
     return Timing(round_overhead_s=per_round, transfer_latency_s=seconds), inflight
+
+
+def _has_ms(events: pl.DataFrame) -> bool:
+    return "time_has_ms" in events.columns and bool(events["time_has_ms"].any())
 
 
 __all__ = [
