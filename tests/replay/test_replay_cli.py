@@ -13,8 +13,12 @@ B, C = "as-1keim4u1e8", "as-xpkq7d03n5"
 
 
 def cli(*args):
-    return subprocess.run([sys.executable, "-m", "kvforensics", *map(str, args)],
-                          capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "kvforensics", *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -32,8 +36,16 @@ def test_replay_pp0_reproduces_the_incident(pp0_only):
     for p in ("fixed", "upstream", "drain"):
         assert d["policies"][p]["oom"] is None
     rc_ = d["root_cause"]
-    assert (rc_["victim_rid"], rc_["unreserved_tail"], rc_["leftover_chunk_budget"]) == (B, 4936, 192)
-    assert (rc_["intruder_rid"], rc_["intruder_compute"], rc_["intruder_load_back"]) == (C, 185, 15360)
+    assert (rc_["victim_rid"], rc_["unreserved_tail"], rc_["leftover_chunk_budget"]) == (
+        B,
+        4936,
+        192,
+    )
+    assert (rc_["intruder_rid"], rc_["intruder_compute"], rc_["intruder_load_back"]) == (
+        C,
+        185,
+        15360,
+    )
     assert (rc_["unaligned_piece"], rc_["aligned_piece"]) == (2496, 2304)
     delays = {x["rid"]: x for x in d["policies"]["fixed"]["delays"]}
     assert delays[C]["delay_s"] > 0  # the fix's cost: C waits for memory
@@ -47,8 +59,12 @@ def rounds_json(*files):
 
 
 def b_pieces(d):
-    return [(p["start"], p["end"], p["provenance"], p["cross_checked"], p["evidence"])
-            for r in d["rounds"] for p in r["pieces"] if p["rid"] == B]
+    return [
+        (p["start"], p["end"], p["provenance"], p["cross_checked"], p["evidence"])
+        for r in d["rounds"]
+        for p in r["pieces"]
+        if p["rid"] == B
+    ]
 
 
 def test_rounds_from_pp0_alone():
@@ -57,8 +73,11 @@ def test_rounds_from_pp0_alone():
     assert d["config"]["align_size"]["value"] == 256
     pieces = b_pieces(d)
     assert [(s, e, p) for s, e, p, _, _ in pieces] == [
-        (86784, 89088, "observed"), (89088, 91904, "inferred"),
-        (91904, 91968, "inferred"), (91968, 94024, "derived")]
+        (86784, 89088, "observed"),
+        (89088, 91904, "inferred"),
+        (91904, 91968, "inferred"),
+        (91968, 94024, "derived"),
+    ]
     assert any("blocks=359" in ev for ev in pieces[1][4])
     assert any("2056" in ev for ev in pieces[3][4])
     assert not any(c for _, _, _, c, _ in pieces)
@@ -74,16 +93,33 @@ def test_pp3_cross_checks_the_inferred_pieces():
 
 def test_log_without_startup_lines_names_the_flags(tmp_path):
     lines = (INC / "pp0.log").read_text().splitlines()
-    body = [x for x in lines if "server_args" not in x and "max_total_num_tokens" not in x
-            and "checkpoint end align" not in x]
+    body = [
+        x
+        for x in lines
+        if "server_args" not in x
+        and "max_total_num_tokens" not in x
+        and "checkpoint end align" not in x
+    ]
     f = tmp_path / "nostart.log"
     f.write_text("\n".join(body[-40:]) + "\n")
     out = cli("replay", f)
     assert out.returncode == 2
     assert "--page-size" in out.stderr and "--align" in out.stderr and "--chunk-size" in out.stderr
     assert len(out.stderr.strip().splitlines()) == 1
-    ok = cli("replay", f, "--page-size", 64, "--align", 256, "--chunk-size", 16384,
-             "--pool-size", 262144, "--format", "json")
+    ok = cli(
+        "replay",
+        f,
+        "--page-size",
+        64,
+        "--align",
+        256,
+        "--chunk-size",
+        16384,
+        "--pool-size",
+        262144,
+        "--format",
+        "json",
+    )
     assert json.loads(ok.stdout)["reproduced"] is True
 
 
@@ -161,3 +197,22 @@ def test_replay_bad_input_is_one_line(path, says):
     assert says in out.stderr
     assert len(out.stderr.strip().splitlines()) == 1
     assert "Traceback" not in out.stderr
+
+
+def test_other_ranks_that_disagree_are_contradictions(tmp_path):
+    import gzip
+
+    pp1 = gzip.decompress((INC / "pp1.log.gz").read_bytes()).decode()
+    pp1 = pp1.replace(
+        "rids=[as-1keim4u1e8], extend_tokens=64", "rids=[as-1keim4u1e8], extend_tokens=128"
+    )
+    pp3 = (INC / "pp3.log").read_text().replace("#new-token: 2816,", "#new-token: 2880,")
+    (tmp_path / "pp1.log").write_text(pp1)
+    (tmp_path / "pp3.log").write_text(pp3)
+    d = rounds_json(INC / "pp0.log", tmp_path / "pp1.log", tmp_path / "pp3.log")
+    what = {c["what"]: c["detail"] for c in d["contradictions"]}
+    assert "2880" in what["#new-token"] and "2816" in what["#new-token"]
+    assert "extend_tokens=128" in what["PP plan"]
+    # The piece PP3 contradicts is not marked cross-checked by it.
+    r = next(r for r in d["rounds"] if any(p["start"] == 89088 for p in r["pieces"]))
+    assert not any("#new-token" in e for p in r["pieces"] for e in p["evidence"])
