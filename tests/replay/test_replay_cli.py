@@ -214,5 +214,7 @@ def test_other_ranks_that_disagree_are_contradictions(tmp_path):
     assert "2880" in what["#new-token"] and "2816" in what["#new-token"]
     assert "extend_tokens=128" in what["PP plan"]
     # The piece PP3 contradicts is not marked cross-checked by it.
-    r = next(r for r in d["rounds"] if any(p["start"] == 89088 for p in r["pieces"]))
+    r = next(
+        r for r in d["rounds"] if any((p["rid"], p["start"]) == (B, 89088) for p in r["pieces"])
+    )
     assert not any("#new-token" in e for p in r["pieces"] for e in p["evidence"])
