@@ -15,7 +15,7 @@ from rich.table import Table
 
 from kvforensics.cli import app
 from kvforensics.cli._common import console, print_json, split_policies
-from kvforensics.cli.rounds import Align, Chunk, PageSize, Pool, overrides
+from kvforensics.cli.rounds import Align, Chunk, Formats, PageSize, Pool, overrides
 from kvforensics.replay import replay_logs, verdict_text
 
 
@@ -34,6 +34,7 @@ def replay(
     chunk_size: Chunk = None,
     pool_size: Pool = None,
     rank: Annotated[str | None, typer.Option(help="The deciding rank.")] = None,
+    formats: Formats = None,
 ) -> None:
     """Rebuild the rounds, check the model against them, re-run them under each policy."""
     rr = replay_logs(
@@ -43,6 +44,7 @@ def replay(
         transfer_seconds=transfer_seconds,
         rank=rank,
         progress=fmt != "json",
+        formats=formats,
     )
     d = rr.as_dict()
     if fmt == "json":

@@ -19,6 +19,12 @@ PageSize = Annotated[
 Align = Annotated[int | None, typer.Option("--align", help="Checkpoint end align size (0: none).")]
 Chunk = Annotated[int | None, typer.Option("--chunk-size", help="chunked_prefill_size.")]
 Pool = Annotated[int | None, typer.Option("--pool-size", help="max_total_num_tokens.")]
+Formats = Annotated[
+    list[Path] | None,
+    typer.Option(
+        "--formats", help="Extra format catalogue TOML for a fork's own lines (repeatable)."
+    ),
+]
 
 
 def overrides(page_size, align, chunk_size, pool_size) -> dict:
@@ -42,9 +48,10 @@ def rounds(
     rank: Annotated[
         str | None, typer.Option(help="The deciding rank (default: the one with adder lines).")
     ] = None,
+    formats: Formats = None,
 ) -> None:
     """Rebuild the rounds: observed, derived and inferred pieces, baselines and decisions."""
-    events, _summary = read_events(logs, progress=True)
+    events, _summary = read_events(logs, extra_formats=formats, progress=True)
     cfg, conf = read_config(events, overrides(page_size, align, chunk_size, pool_size))
     rb = rebuild_rounds(events, cfg, conf, rank=rank)
     cross_check(rb, events)

@@ -92,7 +92,7 @@ def replay_logs(
     transfer_seconds: float | None = None,
     rank: str | None = None,
     progress: bool = False,
-    formats: Path | None = None,
+    formats: list[Path] | None = None,
 ) -> ReplayResult:
     events, summary = read_events(
         [Path(p) for p in paths], extra_formats=formats, progress=progress

@@ -9,6 +9,7 @@ import pytest
 from tests.conftest import FIXTURES
 
 INC = FIXTURES / "logs" / "incident"
+ROOT_FORMATS = FIXTURES.parent / "kvforensics" / "logs" / "formats"
 B, C = "as-1keim4u1e8", "as-xpkq7d03n5"
 
 
@@ -218,3 +219,22 @@ def test_other_ranks_that_disagree_are_contradictions(tmp_path):
         r for r in d["rounds"] if any((p["rid"], p["start"]) == (B, 89088) for p in r["pieces"])
     )
     assert not any("#new-token" in e for p in r["pieces"] for e in p["evidence"])
+
+
+def test_a_fork_with_other_wording_replays_with_its_own_catalogue(tmp_path):
+    fork_line = "PrefillAdder.add_one_req: "
+    log = tmp_path / "pp0.log"
+    log.write_text((INC / "pp0.log").read_text().replace(fork_line, "Adder check: "))
+    cat = tmp_path / "fork.toml"
+    builtin = (ROOT_FORMATS / "fork.toml").read_text()
+    block = builtin[builtin.index('[[format]]\nname = "adder_check"') :]
+    block = block[: block.index("[[format]]", 10)]
+    cat.write_text(
+        block.replace("PrefillAdder\\.add_one_req: ", "Adder check: ").replace(
+            fork_line, "Adder check: "
+        )
+    )
+    assert cli("replay", log).returncode == 2
+    out = cli("replay", log, "--formats", cat, "--format", "json")
+    d = json.loads(out.stdout)
+    assert d["reproduced"] is True and d["fidelity"]["mismatches"] == []
