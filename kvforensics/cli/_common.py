@@ -28,3 +28,18 @@ def split_policies(text: str) -> list[str]:
             f"unknown policy {', '.join(bad) or '(none)'}; choose from {', '.join(POLICIES)}"
         )
     return names
+
+
+def progress_bar():
+    """A transient bar on stderr, shown only on a terminal (never in pipes or JSON)."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    return Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=err_console,
+        transient=True,
+        disable=not err_console.is_terminal,
+    )

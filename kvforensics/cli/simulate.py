@@ -10,7 +10,7 @@ import typer
 from rich.table import Table
 
 from kvforensics.cli import app
-from kvforensics.cli._common import console, print_json, split_policies
+from kvforensics.cli._common import console, print_json, progress_bar, split_policies
 from kvforensics.ledger_io import write_frame
 from kvforensics.outputs import check_not_input
 from kvforensics.scenario import load_scenario
@@ -22,13 +22,29 @@ def simulate(
     policy: Annotated[str, typer.Option(help="Comma-separated policies.")] = "prefix,fixed",
     rounds: Annotated[int | None, typer.Option(help="Stop after this many rounds.")] = None,
     fmt: Annotated[str, typer.Option("--format", help="table | json")] = "table",
+    show: Annotated[
+        int, typer.Option(help="Table: the last N rounds of each policy (0: all).")
+    ] = 40,
     ledger: Annotated[
         Path | None, typer.Option(help="Also write the ledgers (.parquet/.csv/.json/.ndjson).")
     ] = None,
 ) -> None:
     """Re-run a scenario's rounds under each policy and show decisions, pieces and any OOM."""
     sc = load_scenario(scenario)
-    results = [sc.build_node(p).run(rounds) for p in split_policies(policy)]
+    results = []
+    with progress_bar() as bar:
+        for p in split_policies(policy):
+            node = sc.build_node(p)
+            total = node.pending()
+            task = bar.add_task(f"{sc.name} [{p}]", total=total)
+            results.append(
+                node.run(
+                    rounds,
+                    on_round=lambda n, t=task, total=total: bar.update(
+                        t, completed=total - n.pending()
+                    ),
+                )
+            )
     if ledger is not None:
         check_not_input(ledger, [scenario])
         write_frame(pl.concat([r.ledger_frame() for r in results]), ledger)
@@ -43,7 +59,13 @@ def simulate(
             table.add_column(
                 col, justify="right" if col in ("round", "time s", "B after") else "left"
             )
-        for rec in r.rounds:
+        shown = r.rounds if show == 0 or len(r.rounds) <= show else r.rounds[-show:]
+        if len(shown) < len(r.rounds):
+            table.caption = (
+                f"last {len(shown)} of {len(r.rounds)} rounds; "
+                "--show 0 for all, --format json or --ledger for everything"
+            )
+        for rec in shown:
             pieces = ", ".join(f"{x} [{s}, {e})" for x, s, e in rec.pieces) or "-"
             dec = ", ".join(f"{x}: {d}/{b}" for c, x, d, b in rec.decisions if c == "add_one_req")
             if rec.skipped_waiting:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import heapq
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -384,7 +385,22 @@ class PrefillNode:
                 return rid
         return pieces[-1][0]
 
-    def run(self, max_rounds: int | None = None) -> RunResult:
+    def pending(self) -> int:
+        """Requests not finished yet (waiting, chunked, or still to arrive)."""
+        return (
+            len(self.waiting)
+            + (self.chunked is not None)
+            + len(self._arrivals)
+            - self._next_arrival
+        )
+
+    def run(
+        self, max_rounds: int | None = None, on_round: Callable[[PrefillNode], None] | None = None
+    ) -> RunResult:
+        """Rounds until nothing is left, an out-of-memory, or ``max_rounds``.
+
+        ``on_round`` is called after each round (a progress bar; it must not change the node).
+        """
         oom = None
         n = 0
         while max_rounds is None or n < max_rounds:
@@ -395,6 +411,8 @@ class PrefillNode:
                 oom = out
                 break
             n += 1
+            if on_round is not None:
+                on_round(self)
         return RunResult(
             policy=self.policy.name,
             rounds=self.rounds,
