@@ -1,7 +1,8 @@
 """Benchmark `kvforensics parse` on a generated scheduler log (default 1 GB).
 
-Reports parse throughput, the parser's peak RSS (it runs in a child process) and the
-time of `grep -c` over the same file, as a ratio. The log lives in a temp dir that is
+Reports the throughput of field extraction alone and of `kvforensics parse` (extraction
+plus the Parquet writer), each one's peak RSS (child processes) and CPU time, and the time
+of `grep -c` over the same file, as a ratio. The log lives in a temp dir that is
 deleted afterwards.
 
     python scripts/bench_parse.py [--size-mb 1024] [--keep-output]
@@ -10,6 +11,7 @@ deleted afterwards.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import random
 import resource
@@ -21,6 +23,18 @@ import time
 from pathlib import Path
 
 BLOCK_LINES = 50_000
+
+# Streams the file through the reader and only counts events: the cost of extracting every
+# typed field, without the output writer.
+EXTRACT_ONLY = """
+import json, resource, sys
+from kvforensics.logs import ParseSummary, iter_events
+n = 0
+for df in iter_events([sys.argv[1]], ParseSummary()):
+    n += df.height
+ru = resource.getrusage(resource.RUSAGE_SELF)
+print(json.dumps({"events": n, "rss_mb": ru.ru_maxrss / 1024, "cpu_s": ru.ru_utime + ru.ru_stime}))
+"""
 
 
 def _block(rng: random.Random, start: int) -> str:
@@ -133,6 +147,9 @@ def main() -> None:
             str(out),
             "--no-progress",
         ]
+        # Extraction alone (every field of every event, nothing written), in its own process.
+        ext_s, ext_out = _timed([sys.executable, "-c", EXTRACT_ONLY, str(log)])
+        ext = json.loads(ext_out.strip().splitlines()[-1])
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         parse_s, parse_out = _timed(cmd)
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -148,6 +165,11 @@ def main() -> None:
         print(
             f"kvforensics parse:   {parse_s:6.2f} s  ({size / 1e6 / parse_s:7.0f} MB/s), "
             f"{events} events -> {args.out} ({out.stat().st_size / 1e6:.0f} MB)"
+        )
+        print(
+            f"extraction only:     {ext_s:6.2f} s  ({size / 1e6 / ext_s:7.0f} MB/s), "
+            f"{ext['events']} events, {ext['cpu_s']:.2f} CPU-s ({ext['cpu_s'] / (size / 1e9):.1f} CPU-s/GB), "
+            f"peak RSS {ext['rss_mb']:.0f} MB, {ext_s / grep_s:.1f}x grep"
         )
         print(f"parse / grep time:   {parse_s / grep_s:6.2f}x")
         print(f"parser peak RSS:     {rss_mb:6.0f} MB")
