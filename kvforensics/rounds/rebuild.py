@@ -235,7 +235,10 @@ def rebuild_rounds(
     rows = ev.filter(pl.col("rank") == deciding).sort(["file", "line"]).to_dicts()
     rounds, oom = _segment(rows, cfg)
     contradictions: list[dict] = []
-    block = next((r["block_size"] for r in rows if r["kind"] == "as_write"), None)
+    first_write = next((r for r in rows if r["kind"] == "as_write"), None)
+    block = first_write["block_size"] if first_write else None
+    if first_write is not None:
+        config = {**config, "as_block_size": Prov(block, OBSERVED, [where(first_write)])}
 
     seq_lens: dict[str, int] = {}
     chunked: tuple[str, int, int] | None = None  # rid, seq_len, done

@@ -72,6 +72,10 @@ def test_rounds_from_pp0_alone():
     d = rounds_json(INC / "pp0.log")
     assert d["config"]["page_size"]["provenance"] == "observed"
     assert d["config"]["align_size"]["value"] == 256
+    assert d["config"]["as_block_size"]["value"] == 256
+    assert {d["config"][k]["provenance"] for k in ("page_size", "align_size", "as_block_size")} == {
+        "observed"
+    }
     pieces = b_pieces(d)
     assert [(s, e, p) for s, e, p, _, _ in pieces] == [
         (86784, 89088, "observed"),
