@@ -43,3 +43,22 @@ def progress_bar():
         transient=True,
         disable=not err_console.is_terminal,
     )
+
+
+def print_log_summary(summary) -> None:
+    """One line on what was read, then what could not be: unmatched lines, cuts, gaps."""
+    files = len(summary.files)
+    console.print(
+        f"Read {files} file(s), {summary.lines} lines, {summary.events} events; "
+        f"{summary.unmatched} line(s) matched no format"
+    )
+    for sample in summary.unmatched_samples[:3]:
+        console.print(
+            f"  unmatched: {':'.join(str(x) for x in sample[:2])}: {str(sample[-1])[:100]}",
+            highlight=False,
+            markup=False,
+        )
+    for path in summary.cut_lines:
+        console.print(f"[yellow]{path} ends in a cut line[/]: the log stops mid-write")
+    for gap in summary.gaps:
+        console.print(f"[yellow]gap[/]: {gap}", highlight=False)

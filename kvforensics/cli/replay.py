@@ -14,7 +14,7 @@ import typer
 from rich.table import Table
 
 from kvforensics.cli import app
-from kvforensics.cli._common import console, print_json, split_policies
+from kvforensics.cli._common import console, print_json, print_log_summary, split_policies
 from kvforensics.cli.rounds import Align, Chunk, Formats, PageSize, Pool, overrides
 from kvforensics.replay import replay_logs, verdict_text
 
@@ -50,7 +50,12 @@ def replay(
     if fmt == "json":
         print_json(d)
         sys.exit(rr.exit_code())
+    print_log_summary(rr.summary)
     o = d["observed_oom"]
+    if not o and rr.summary.cut_lines:
+        console.print(
+            "[yellow]The log is cut short: an out-of-memory after the cut would not show.[/]"
+        )
     if o:
         console.print(
             f"[bold]Logged out of memory[/]: round {o['round']}, {o['rid']}, "

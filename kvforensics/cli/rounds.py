@@ -9,7 +9,7 @@ import typer
 from rich.table import Table
 
 from kvforensics.cli import app
-from kvforensics.cli._common import console, print_json
+from kvforensics.cli._common import console, print_json, print_log_summary
 from kvforensics.logs import read_events
 from kvforensics.rounds import cross_check, read_config, rebuild_rounds
 
@@ -51,13 +51,14 @@ def rounds(
     formats: Formats = None,
 ) -> None:
     """Rebuild the rounds: observed, derived and inferred pieces, baselines and decisions."""
-    events, _summary = read_events(logs, extra_formats=formats, progress=True)
+    events, summary = read_events(logs, extra_formats=formats, progress=True)
     cfg, conf = read_config(events, overrides(page_size, align, chunk_size, pool_size))
     rb = rebuild_rounds(events, cfg, conf, rank=rank)
     cross_check(rb, events)
     if fmt == "json":
-        print_json(rb.as_dict())
+        print_json({"log": summary.to_dict(), **rb.as_dict()})
         return
+    print_log_summary(summary)
     shown = rb.rounds[-last:] if last else rb.rounds
     t = Table(
         title=f"{len(rb.rounds)} rounds rebuilt from {rb.rank} ({len(logs)} file(s)); last {len(shown)}"

@@ -72,6 +72,7 @@ class ReplayResult:
                 entry["delays"] = first_token_delays(base, res)
             policies[name] = entry
         return {
+            "log": self.summary.to_dict() if hasattr(self.summary, "to_dict") else None,
             "config": cfg,
             "observed_oom": self.observed_oom,
             "reproduced": self.reproduced,

@@ -242,3 +242,15 @@ def test_a_fork_with_other_wording_replays_with_its_own_catalogue(tmp_path):
     out = cli("replay", log, "--formats", cat, "--format", "json")
     d = json.loads(out.stdout)
     assert d["reproduced"] is True and d["fidelity"]["mismatches"] == []
+
+
+def test_cut_log_is_replayed_as_far_as_it_goes(tmp_path):
+    cut = tmp_path / "pp0.log"
+    cut.write_bytes((INC / "pp0.log").read_bytes()[:7_000_000])  # ends mid-line, before R
+    out = cli("replay", cut)
+    assert out.returncode == 0, out.stderr
+    assert "ends in a cut line" in out.stdout and "cut short" in out.stdout
+    d = json.loads(cli("replay", cut, "--format", "json").stdout)
+    assert d["log"]["files"][0]["cut_last_line"] is True
+    assert d["observed_oom"] is None
+    assert d["fidelity"]["rounds_checked"] > 5000 and d["fidelity"]["mismatches"] == []
