@@ -8,13 +8,13 @@ from kvforensics.model import Config, Inflight, PagePool, PrefillNode, Request, 
 from kvforensics.rounds import Rebuild, Round
 
 
-def lock_drops(rnd: Round) -> dict[str, int]:
+def lock_drops(rnd: Round, rb_cfg) -> dict[str, int]:
     """Baseline drops between consecutive checks that no load-back explains: the lock of
     that request's device prefix took it out of the evictable cache."""
     drops = {}
     ds = rnd.decisions
     for prev, d in itertools.pairwise(ds):
-        expected = prev.baseline - (prev.loaded if prev.decision in ("full", "truncated") else 0)
+        expected = prev.baseline - prev.load_back_slots(rb_cfg)
         if d.baseline < expected and d.prefix_len:
             drops[d.rid] = expected - d.baseline
     return drops
@@ -33,7 +33,7 @@ def node_at(
     """A node at the start of ``rnd``: its baseline, its chunked request, its queue."""
     cfg: Config = rb.cfg
     timing = timing or Timing()
-    drops = lock_drops(rnd)
+    drops = lock_drops(rnd, cfg)
     base = rnd.baseline.value if rnd.baseline else 0
     evictable = {f"prefix:{rid}": n for rid, n in drops.items()}
     # The rest of such a prefix was already locked by an earlier request (shared blocks):

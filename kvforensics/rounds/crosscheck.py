@@ -17,6 +17,21 @@ def _tail_pairs(rounds: list[Round], lines: list[dict]) -> list[tuple[Round, dic
     return list(zip(reversed(rounds), reversed(lines), strict=False))
 
 
+def _count(rb: Rebuild, rank: str, what: str, theirs: int, ours: int) -> None:
+    """More lines than rounds means rounds the deciding rank's log does not show (or a
+    log that starts earlier); fewer means this rank's log starts later. Only the first is
+    a contradiction: logs of different lengths are common."""
+    if theirs > ours:
+        rb.contradictions.append(
+            {
+                "round": None,
+                "what": "round count",
+                "detail": f"{rank} printed {theirs} {what}, but {rb.rank}'s rounds give {ours}: "
+                "rounds are missing from the rebuild (compared from the end of the logs)",
+            }
+        )
+
+
 def cross_check(rb: Rebuild, events: pl.DataFrame) -> None:
     """Attach PP3 batch lines and PP replay plans to ``rb``'s rounds; record contradictions."""
     forwarded = [r for r in rb.rounds if r.pieces and r.oom is None]
@@ -25,6 +40,16 @@ def cross_check(rb: Rebuild, events: pl.DataFrame) -> None:
     if batches.height:
         for rank in batches["rank"].unique().sort().to_list():
             lines = batches.filter(pl.col("rank") == rank).to_dicts()
+            extra = len(lines) - len(forwarded)
+            if extra > 0 and rb.pending:
+                # PP0's log ends while a request is still chunked; PP3 shows its later
+                # (silent) rounds.
+                rb.extend_silent(
+                    extra, f"{rank} printed {extra} batch line(s) after {rb.rank}'s last round"
+                )
+                forwarded = [r for r in rb.rounds if r.pieces and r.oom is None]
+                with_pieces = [r for r in rb.rounds if r.pieces]
+            _count(rb, rank, "batch lines", len(lines), len(forwarded))
             for rnd, b in _tail_pairs(forwarded, lines):
                 rnd.batch = {
                     "rank": rank,
@@ -61,6 +86,7 @@ def cross_check(rb: Rebuild, events: pl.DataFrame) -> None:
                 if lines and rb.oom and lines[-1]["extend_tokens"] == rb.oom.get("tokens")
                 else forwarded
             )
+            _count(rb, rank, "replayed plans", len(lines), len(targets))
             for rnd, p in _tail_pairs(targets, lines):
                 rids = [x.rid for x in rnd.pieces]
                 plan = {

@@ -39,6 +39,12 @@ class Decision:
     result: str | None = None
     loaded: int = 0
 
+    def load_back_slots(self, cfg: Config) -> int:
+        """Slots the load-back took: whole pages after the device prefix."""
+        if self.decision not in ("full", "truncated") or not self.loaded:
+            return 0
+        return cfg.pages_for(self.prefix_len, self.prefix_len + self.loaded)
+
     def as_dict(self) -> dict:
         return {k: getattr(self, k) for k in self.__dataclass_fields__}
 
@@ -116,6 +122,25 @@ class Rebuild:
     rank: str
     seq_lens: dict[str, int]
 
+    #: the request still chunked when the deciding rank's log ends, with the baseline
+    #: its last round left (its later rounds may be silent)
+    pending: tuple | None = None
+
+    def extend_silent(self, rounds: int, evidence: str) -> int:
+        """Add up to ``rounds`` silent rounds of the pending chunked request (another rank
+        shows rounds after the deciding rank's last line). Returns how many were added."""
+        added = 0
+        while self.pending and added < rounds:
+            chunked, base_end = self.pending
+            r, chunked, base_end, _ = _silent_round(
+                self.cfg, chunked, base_end, len(self.rounds), None, self.block_size
+            )
+            r.pieces[0].evidence.append(evidence)
+            self.rounds.append(r)
+            self.pending = (chunked, base_end) if chunked else None
+            added += 1
+        return added
+
     def as_dict(self) -> dict:
         return {
             "config": {k: v.as_dict() for k, v in self.config.items()},
@@ -136,6 +161,7 @@ def _segment(rows: list[dict], cfg: Config) -> tuple[list[Round], dict | None]:
         rounds.append(r)
         return r
 
+    last_time = None
     for ev in rows:
         kind = ev["kind"]
         if kind == "adder_check":
@@ -152,6 +178,17 @@ def _segment(rows: list[dict], cfg: Config) -> tuple[list[Round], dict | None]:
                 spent = cfg.ceil_page(last.end - last.start)
                 if ev["rem_chunk_tokens"] != last.rem_chunk_tokens - spent:
                     boundary = True  # the budget did not carry over: a new adder
+            if not boundary:
+                # Within a round the baseline moves only by the previous admission's
+                # load-back and by this request's prefix lock.
+                expected = last.baseline - last.load_back_slots(cfg)
+                drop = expected - ev["baseline"]
+                if drop < 0 or drop > max(ev["prefix_len"], 0):
+                    boundary = True
+            if not boundary and ev["time"] is not None and last_time is not None:
+                # One adder loop takes milliseconds: a later second is a later round.
+                boundary = (ev["time"] - last_time).total_seconds() >= 1
+            last_time = ev["time"]
             if boundary:
                 cur = new(ev["time"])
             cur.decisions.append(
@@ -226,6 +263,54 @@ def _chunk_step(cfg: Config, done: int, seq_len: int, baseline: int) -> tuple[in
     return seq_len, forced
 
 
+def _silent_round(cfg: Config, chunked, base_end: Prov | None, index: int, time, block, until=None):
+    """One round in which the chunked request resumed alone and printed nothing, sized by
+    the model's ``add_chunked_req`` rule from the baseline the last known round left.
+
+    Returns (round, chunked after it, baseline after it, end past ``until`` or None)."""
+    rid, seq, done = chunked
+    b = base_end.value if base_end else 0
+    end, forced = _chunk_step(cfg, done, seq, b)
+    overshoot = None
+    if until is not None and end > until:
+        overshoot, end = end, until
+    rule = (
+        "forced branch: rem_chunk_tokens taken"
+        if forced
+        else f"min(chunk {cfg.chunked_prefill_size}, rem_total {b})"
+    )
+    evid = [
+        f"{rule}, end aligned down to {cfg.align_size} unless that reaches the start",
+        f"baseline {b} assumed unchanged since the last known round (no KV transfer ended)",
+    ]
+    if block and end // block == done // block:
+        evid.append(
+            f"no AttentionStore write expected: [{done}, {end}) stays inside block {done // block}"
+        )
+    r = Round(index, time)
+    r.pieces.append(Piece(rid, done, end, "resumed", INFERRED, evid))
+    pages = cfg.pages_for(done, end)
+    after = Prov(b - pages, INFERRED, [f"{b} - {pages} allocated"])
+    r.baseline = Prov(b, INFERRED, list(evid[1:2]))
+    r.baseline_end = after
+    return r, ((rid, seq, end) if end < seq else None), after, overshoot
+
+
+def _resumed_end(cfg: Config, start: int, spent: int) -> int | None:
+    """The end of a non-last resumed piece from ``start`` whose page-ceiled length is
+    ``spent``: aligned down to the checkpoint align unless that would reach the start.
+    None when no such piece exists (so it must have started elsewhere)."""
+    page, align = cfg.page_size, cfg.align_size
+    for n in range(spent, max(spent - page, 0), -1):  # raw lengths with that ceiling
+        end = start + n
+        if align:
+            aligned = end // align * align
+            end = aligned if aligned > start else end
+        if cfg.ceil_page(end - start) == spent:
+            return end
+    return None
+
+
 def rebuild_rounds(
     events: pl.DataFrame, cfg: Config, config: dict[str, Prov], rank: str | None = None
 ) -> Rebuild:
@@ -245,44 +330,25 @@ def rebuild_rounds(
     base_end: Prov | None = None
     out: list[Round] = []
 
-    def gap_rounds(until: int, next_time) -> None:
-        """Silent rounds of the chunked request between its known end and ``until``."""
+    def gap_rounds(until: int, next_time, *, stop=None) -> None:
+        """Silent rounds of the chunked request between its known end and ``until`` (or
+        until ``stop(done)`` says the next known piece starts here)."""
         nonlocal chunked, base_end
-        while chunked and chunked[2] < until:
-            rid, seq, done = chunked
-            b = base_end.value if base_end else 0
-            end, forced = _chunk_step(cfg, done, seq, b)
-            if end > until:
+        while chunked and chunked[2] < until and not (stop and stop(chunked[2])):
+            rid, done = chunked[0], chunked[2]
+            r, chunked, base_end, over = _silent_round(
+                cfg, chunked, base_end, len(out), next_time, block, until
+            )
+            if over is not None:
                 contradictions.append(
                     {
                         "round": len(out),
                         "what": "silent round",
-                        "detail": f"the model resumes {rid} at {done} up to {end}, but the next evidence "
-                        f"has its piece starting at {until}",
+                        "detail": f"the model resumes {rid} at {done} up to {over}, but the next "
+                        f"evidence has its piece starting at {until}",
                     }
                 )
-                end = until
-            r = Round(len(out), next_time)
-            rule = (
-                "forced branch: rem_chunk_tokens taken"
-                if forced
-                else f"min(chunk {cfg.chunked_prefill_size}, rem_total {b})"
-            )
-            evid = [
-                f"{rule}, end aligned down to {cfg.align_size} unless that reaches the start",
-                f"baseline {b} assumed unchanged since the last known round (no KV transfer ended)",
-            ]
-            if block and end // block == done // block:
-                evid.append(
-                    f"no AttentionStore write expected: [{done}, {end}) stays inside block {done // block}"
-                )
-            r.pieces.append(Piece(rid, done, end, "resumed", INFERRED, evid))
-            pages = cfg.pages_for(done, end)
-            base_end = Prov(b - pages, INFERRED, [f"{b} - {pages} allocated"])
-            r.baseline = Prov(b, INFERRED, list(evid[1:2]))
-            r.baseline_end = base_end
             out.append(r)
-            chunked = (rid, seq, end) if end < seq else None
 
     for rnd in rounds:
         rnd.index = len(out)
@@ -296,11 +362,34 @@ def rebuild_rounds(
             if chunked:
                 rid, seq, done = chunked
                 spent = cfg.chunked_prefill_size - first.rem_chunk_tokens
-                last_piece = seq - done
-                if cfg.ceil_page(last_piece) == spent:
+                # The two offsets at the first check tell whether the resumed piece was the
+                # last one: only a last piece also promises its first token to later rounds.
+                promised = (first.baseline - first.rem_total_tokens) - (
+                    first.baseline - first.cur_rem_tokens
+                )
+                if promised == cfg.max_new_tokens and cfg.ceil_page(seq - done) != spent:
+                    # Silent rounds came first; the last piece is the one whose page-ceiled
+                    # length the chunk budget shows.
+                    gap_rounds(
+                        seq,
+                        rnd.time,
+                        stop=lambda d, seq=seq, spent=spent: cfg.ceil_page(seq - d) <= spent,
+                    )
+                    rnd.index = len(out)
+                    rid, seq, done = chunked if chunked else (rid, seq, done)
+                elif promised != cfg.max_new_tokens and _resumed_end(cfg, done, spent) is None:
+                    # A non-last piece of this size cannot start here: silent rounds came first.
+                    gap_rounds(
+                        seq,
+                        rnd.time,
+                        stop=lambda d, spent=spent: _resumed_end(cfg, d, spent) is not None,
+                    )
+                    rnd.index = len(out)
+                    rid, seq, done = chunked if chunked else (rid, seq, done)
+                if cfg.ceil_page(seq - done) == spent:
                     end = seq
                 else:
-                    end, _ = _chunk_step(cfg, done, seq, spent)
+                    end = _resumed_end(cfg, done, spent) or _chunk_step(cfg, done, seq, spent)[0]
                 # Silent rounds may sit between the last known piece and this one.
                 if cfg.ceil_page(end - done) != spent:
                     contradictions.append(
@@ -331,8 +420,7 @@ def rebuild_rounds(
                         chunked = (d.rid, d.seq_len, d.end)
             rnd.baseline = Prov(first.baseline, OBSERVED, [first.where])
             last = rnd.decisions[-1]
-            admitted_last = last.decision in ("full", "truncated")
-            loaded = last.loaded if admitted_last else 0
+            loaded = last.load_back_slots(cfg)
             alloc = sum(cfg.pages_for(p.start, p.end) for p in rnd.pieces)
             base_end = Prov(
                 last.baseline - loaded - alloc,
@@ -357,6 +445,15 @@ def rebuild_rounds(
             blocks = next(b for r, b, _ in rnd.as_writes if r == rid)
             w = next(x for r, _, x in rnd.as_writes if r == rid)
             lo, hi = blocks * block, min(seq, blocks * block + block - 1)
+            # Pieces that stayed inside one block wrote nothing: silent rounds before this.
+            while chunked and chunked[2] < lo:
+                b = base_end.value if base_end else 0
+                step_end, _ = _chunk_step(cfg, chunked[2], seq, b)
+                if step_end >= lo or step_end // block != chunked[2] // block:
+                    break
+                gap_rounds(step_end, rnd.time)
+            rid, seq, done = chunked if chunked else (rid, seq, done)
+            rnd.index = len(out)
             b = base_end.value if base_end else 0
             end, forced = _chunk_step(cfg, done, seq, b)
             evid = [
@@ -425,4 +522,6 @@ def rebuild_rounds(
         oom["round"] = out[-1].index if out else None
     for i, r in enumerate(out):
         r.index = i
-    return Rebuild(cfg, config, out, oom, contradictions, block, deciding, seq_lens)
+    rb = Rebuild(cfg, config, out, oom, contradictions, block, deciding, seq_lens)
+    rb.pending = (chunked, base_end) if chunked and oom is None else None
+    return rb
