@@ -206,24 +206,29 @@ class LedgerTree(BasePrefixCache):
     def load_back_is_cache_owned(self) -> bool:
         return True
 
-    # -- abstract members the adder never reaches
+    # -- abstract members of SGLang's base class that the adder never calls: reaching one
+    # means the harness drives SGLang further than it models, so fail loudly.
     def reset(self):
-        raise NotImplementedError
+        _never_called("reset")
 
     def match_prefix(self, params):
-        raise NotImplementedError
+        _never_called("match_prefix")
 
     def checkpoint(self, req, *, up_to, **kwargs):
-        raise NotImplementedError
+        _never_called("checkpoint")
 
     def evict(self, params) -> EvictResult:
-        raise NotImplementedError
+        _never_called("evict")
 
     def cache_finished_req(self, *args, **kwargs):
-        raise NotImplementedError
+        _never_called("cache_finished_req")
 
     def cache_unfinished_req(self, *args, **kwargs):
-        raise NotImplementedError
+        _never_called("cache_unfinished_req")
+
+
+def _never_called(name: str):
+    raise RuntimeError(f"the reference tree's {name}() was called: the harness does not model it")
 
 
 # --------------------------------------------------------------------------- config
