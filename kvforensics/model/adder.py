@@ -59,49 +59,12 @@ class PrefillAdder:
                 return aligned
         return end
 
-    def _log(
-        self,
-        call,
-        req,
-        base,
-        base_after,
-        t0,
-        c0,
-        chunk0,
-        decision,
-        start,
-        end,
-        load_back,
-        state,
-        reserved,
-        forced=None,
-        reason=None,
-    ) -> None:
+    def _log(self, call, req, *values, **extra) -> None:
+        """One ledger row (``Ledger.step`` names the values); the after-step books are
+        read from the budget here, so call sites pass only what they saw."""
         self.step += 1
         if self.ledger is not None:
-            b = self.budget
-            self.ledger.step(
-                self.round,
-                self.step,
-                call,
-                req,
-                base,
-                base_after,
-                t0,
-                b.total_offset,
-                c0,
-                b.cur_offset,
-                chunk0,
-                b.rem_chunk,
-                decision,
-                start,
-                end,
-                load_back,
-                state,
-                reserved,
-                forced,
-                reason,
-            )
+            self.ledger.step(self.round, self.step, call, req, self.budget, *values, **extra)
 
     # -- the chunked request of the previous round ----------------------------
     def add_chunked_req(self, req: Request) -> Request | None:

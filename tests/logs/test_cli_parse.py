@@ -8,6 +8,8 @@ import json
 import polars as pl
 import pytest
 
+from tests.logs._files import file_with
+
 from .conftest import run_cli
 
 
@@ -81,22 +83,14 @@ def _gz_cut(d):
     return d / "cut.gz"
 
 
-def _write(name: str, data: bytes):
-    def make(d):
-        (d / name).write_bytes(data)
-        return d / name
-
-    return make
-
-
 @pytest.mark.parametrize(
     ("make", "msg"),
     [
         (lambda d: d / "missing.log", "no such file"),
         (lambda d: d, "is a directory"),
-        (_write("e.log", b""), "empty file"),
-        (_write("b.bin", bytes(range(256)) * 64), "binary data"),
-        (_write("z.gz", b"\x1f\x8b" + b"\x00" * 40), "no log lines"),
+        (file_with("e.log", b""), "empty file"),
+        (file_with("b.bin", bytes(range(256)) * 64), "binary data"),
+        (file_with("z.gz", b"\x1f\x8b" + b"\x00" * 40), "no log lines"),
     ],
     ids=["missing", "directory", "empty", "binary", "gzip-garbage"],
 )

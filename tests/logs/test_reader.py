@@ -12,6 +12,7 @@ import pytest
 
 from kvforensics.errors import InputError
 from kvforensics.logs import read_events
+from tests.logs._files import file_with
 
 
 def _by_kind(df: pl.DataFrame, kind: str) -> list[dict]:
@@ -241,21 +242,13 @@ def test_long_line_and_nul_bytes(tmp_path):
     assert s.gaps == [f"{p}: 2 NUL bytes (binary data) dropped"]
 
 
-def _file(name: str, data: bytes):
-    def make(d):
-        (d / name).write_bytes(data)
-        return d / name
-
-    return make
-
-
 @pytest.mark.parametrize(
     ("setup", "msg"),
     [
         (lambda d: d / "missing.log", "no such file"),
         (lambda d: d, "is a directory"),
-        (_file("e.log", b""), "empty file"),
-        (_file("b.bin", bytes(range(256)) * 100), "binary data"),
+        (file_with("e.log", b""), "empty file"),
+        (file_with("b.bin", bytes(range(256)) * 100), "binary data"),
     ],
 )
 def test_unreadable_inputs_raise_one_line(tmp_path, setup, msg):
