@@ -296,6 +296,21 @@ def _silent_round(cfg: Config, chunked, base_end: Prov | None, index: int, time,
     return r, ((rid, seq, end) if end < seq else None), after, overshoot
 
 
+def _first_start(cfg: Config, chunked, base_end: Prov | None, spent: int) -> int | None:
+    """Walking the chunked request forward with the model (silent rounds, baseline as the
+    last known round left it), the first start from which its non-last piece is ``spent``
+    tokens once page-ceiled. None when the walk never gives one."""
+    _, seq, d = chunked
+    b = base_end.value if base_end else 0
+    while d < seq:
+        end, _ = _chunk_step(cfg, d, seq, b)
+        if end < seq and cfg.ceil_page(end - d) == spent:
+            return d
+        b -= cfg.pages_for(d, end)
+        d = end
+    return None
+
+
 def _resumed_end(cfg: Config, start: int, spent: int) -> int | None:
     """The end of a non-last resumed piece from ``start`` whose page-ceiled length is
     ``spent``: aligned down to the checkpoint align unless that would reach the start.
@@ -377,13 +392,18 @@ def rebuild_rounds(
                     )
                     rnd.index = len(out)
                     rid, seq, done = chunked if chunked else (rid, seq, done)
-                elif promised != cfg.max_new_tokens and _resumed_end(cfg, done, spent) is None:
-                    # A non-last piece of this size cannot start here: silent rounds came first.
-                    gap_rounds(
-                        seq,
-                        rnd.time,
-                        stop=lambda d, spent=spent: _resumed_end(cfg, d, spent) is not None,
-                    )
+                elif promised != cfg.max_new_tokens:
+                    # A non-last piece of this size: where the model's own sizing first gives
+                    # one is where it starts; the rounds before it printed nothing.
+                    start = _first_start(cfg, chunked, base_end, spent)
+                    if start is not None:
+                        gap_rounds(seq, rnd.time, stop=lambda d, start=start: d >= start)
+                    elif _resumed_end(cfg, done, spent) is None:
+                        gap_rounds(
+                            seq,
+                            rnd.time,
+                            stop=lambda d, spent=spent: _resumed_end(cfg, d, spent) is not None,
+                        )
                     rnd.index = len(out)
                     rid, seq, done = chunked if chunked else (rid, seq, done)
                 if cfg.ceil_page(seq - done) == spent:
