@@ -28,7 +28,7 @@ import time
 from dataclasses import dataclass
 
 from kvforensics.model.config import Config
-from kvforensics.model.ledger import Ledger
+from kvforensics.model.ledger import NAMES, Ledger
 from kvforensics.model.node import PrefillNode
 from kvforensics.model.policies import get_policy
 from kvforensics.model.pool import PagePool
@@ -56,14 +56,15 @@ class RecordingLedger(Ledger):
 
     def step(self, *args, **kwargs) -> None:
         super().step(*args, **kwargs)
-        call, req = args[2], args[3]
-        t1, c1, chunk1 = args[7], args[9], args[11]
-        decision, start, end, load_back, state = args[12:17]
+        row = dict(zip(NAMES, self.rows[-1], strict=True))  # the row just written
+        call, t1, c1 = row["call"], row["total_offset_after"], row["cur_offset_after"]
+        chunk1, decision, state = row["rem_chunk_after"], row["decision"], row["budget_state"]
+        start, end, load_back = row["start"], row["end"], row["load_back"]
         live = self.pool.baseline()
         self.records.append(
             {
                 "call": call,
-                "rid": req.rid,
+                "rid": row["rid"],
                 "result": None if call == "add_chunked_req" else str(state),
                 "decision": decision,
                 "start": start,
