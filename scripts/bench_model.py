@@ -80,7 +80,7 @@ def adder_only(rounds: int, seed: int = 7) -> dict:
         adder = PrefillAdder(cfg, policy, pool, ledger=ledger)
         for rid, seq, dp, hh in q:
             decisions += 1
-            if adder.add_one_req(Request(rid, seq, dp, hh)) != "CONTINUE":
+            if adder.add_one_req(Request(rid, seq, dp, hh)).budget_state != "CONTINUE":
                 break
     dt = time.perf_counter() - t0
     return {
@@ -121,7 +121,7 @@ def same_rounds_as_sglang(seconds: float = 3.0) -> dict:
         for rid, seq, dp, hh in queue:
             calls += 1
             req = Request(rid, seq, dp, hh, prefix_keys=(f"p{rid[1:]}",))
-            if adder.add_one_req(req) != "CONTINUE":
+            if adder.add_one_req(req).budget_state != "CONTINUE":
                 break
         rounds += 1
         if len(ledger.rows) > 1_000_000:

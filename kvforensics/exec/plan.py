@@ -187,16 +187,12 @@ def attempted_from_ledger(result: RunResult) -> list[tuple[int, str, int, int]]:
 
     These are the adder's decisions (who computes what), not the allocator's verdict.
     """
-    from kvforensics.model.ledger import INDEX
-
     allocated = {op.round for op in result.pool.ops if op.op == "alloc"}
-    ix = [INDEX[c] for c in ("round", "rid", "start", "end", "decision")]
-    out = []
-    for row in result.ledger.rows:
-        rnd, rid, s, e, decision = (row[i] for i in ix)
-        if decision in _ADMITTED and rnd not in allocated:
-            out.append((rnd, rid, s, e))
-    return out
+    return [
+        (s.round, s.rid, s.start, s.end)
+        for s in result.ledger.rows
+        if s.decision in _ADMITTED and s.round not in allocated
+    ]
 
 
 def plan_from_result(snapshot: PoolSnapshot, result: RunResult, cfg: Any = None, **kw: Any) -> Plan:

@@ -4,9 +4,10 @@ its page pool and its round loop, under named policies. No I/O."""
 from kvforensics.model.adder import PrefillAdder
 from kvforensics.model.budget import AddResult, Budget
 from kvforensics.model.config import Config
-from kvforensics.model.ledger import Ledger
+from kvforensics.model.ledger import Ledger, Step
 from kvforensics.model.node import (
     Inflight,
+    NodeState,
     OutOfMemory,
     PrefillNode,
     RoundRecord,
@@ -26,6 +27,7 @@ __all__ = [
     "Config",
     "Inflight",
     "Ledger",
+    "NodeState",
     "OutOfMemory",
     "PagePool",
     "Policy",
@@ -37,6 +39,7 @@ __all__ = [
     "Request",
     "RoundRecord",
     "RunResult",
+    "Step",
     "Timing",
     "get_policy",
     "get_profile",

@@ -7,14 +7,20 @@ allocator is asked for afterwards.
 
 from __future__ import annotations
 
+from functools import partial
+
+from kvforensics.model import sizing
 from kvforensics.model.budget import AddResult, Budget
 from kvforensics.model.config import Config
-from kvforensics.model.ledger import Ledger
+from kvforensics.model.ledger import Ledger, Step
 from kvforensics.model.policies import Policy
 from kvforensics.model.pool import PagePool
 from kvforensics.model.profiles import FORK, Profile
 from kvforensics.model.request import Request
 
+#: a record from its values in field order (the hot path: no keyword matching)
+_new = partial(tuple.__new__, Step)
+ceil_page = sizing.ceil_page
 CONTINUE, NO_TOKEN, OTHER = AddResult.CONTINUE, AddResult.NO_TOKEN, AddResult.OTHER
 
 
@@ -40,89 +46,96 @@ class PrefillAdder:
         self.budget = Budget(cfg.chunked_prefill_size, cfg.max_prefill_tokens)
         self.page_charge = profile.page_charge(cfg)
         self.max_new = profile.max_new(cfg)
+        self.check_page = profile.check_page(cfg)
         self.align = policy.end_align(cfg)
         #: (request, start, end) in admission order
         self.pieces: list[tuple[Request, int, int]] = []
         #: the request left half-done by this round (at most one per batch)
         self.new_chunked: Request | None = None
+        #: this round's records, in call order (kept whether or not a ledger records them)
+        self.steps: list[Step] = []
         self.step = 0
 
     # -- helpers --------------------------------------------------------------
     def budget_state(self) -> AddResult:
         return self.budget.state(self.pool.baseline())
 
-    def _aligned_end(self, start: int, end: int) -> int:
-        """Floor a non-last piece's end to the checkpoint align, unless that reaches the start."""
-        if self.align:
-            aligned = end // self.align * self.align
-            if aligned > start:
-                return aligned
-        return end
-
-    def _log(self, call, req, *values, **extra) -> None:
-        """One ledger row (``Ledger.step`` names the values); the after-step books are
-        read from the budget here, so call sites pass only what they saw."""
-        self.step += 1
+    def _record(self, step: Step) -> Step:
+        self.steps.append(step)
         if self.ledger is not None:
-            self.ledger.step(self.round, self.step, call, req, self.budget, *values, **extra)
+            self.ledger.add(step)
+        return step
 
     # -- the chunked request of the previous round ----------------------------
-    def add_chunked_req(self, req: Request) -> Request | None:
+    def add_chunked_req(self, req: Request) -> Step:
         """Resume a half-done request. Never refuses: dropping it would leak its KV.
 
-        Returns the request if it is still unfinished after this round's piece.
+        ``new_chunked`` is the request afterwards if this piece did not finish it.
         """
         cfg, b = self.cfg, self.budget
         base = self.pool.baseline()
-        t0, c0, chunk0 = b.total_offset, b.cur_offset, b.rem_chunk
-        rem_total = base - t0
-        n = min(b.rem_chunk, rem_total)
-        forced = n <= 0
-        if forced:  # memory is gone but the piece is taken anyway: the incident's last step
-            n = b.rem_chunk
+        t0, c0, chunk0, input0 = b.total_offset, b.cur_offset, b.rem_chunk, b.rem_input
         start = req.done
-        truncated = req.seq_len - start > n
-        end = self._aligned_end(start, start + n) if truncated else req.seq_len
-        piece = cfg.ceil_page(end - start)
-        b.charge(piece, self.page_charge, 0 if truncated else self.max_new)
-        reserved = 0
-        if truncated:
-            reserved = self.policy.after_truncation(b, req.seq_len - end, cfg, self.deciding)
+        # When memory is gone the piece is taken anyway (forced): the incident's last step.
+        size = sizing.resumed_piece(start, req.seq_len, chunk0, base - t0, self.align)
+        piece = ceil_page(size.end - start, cfg.page_size)
+        b.charge(piece, self.page_charge, 0 if size.truncated else self.max_new)
+        reserved = tail_need = 0
+        if size.truncated:
+            tail_need = sizing.tail_need(req.seq_len - size.end, cfg.page_size, cfg.max_new_tokens)
+            reserved = self.policy.after_truncation(b, req.seq_len - size.end, cfg, self.deciding)
             self.new_chunked = req
-        self.pieces.append((req, start, end))
-        state = b.state(base)
-        self._log(
-            "add_chunked_req",
-            req,
-            base,
-            base,
-            t0,
-            c0,
-            chunk0,
-            "resumed",
-            start,
-            end,
-            0,
-            state.value,
-            reserved,
-            forced=forced,
+        self.pieces.append((req, start, size.end))
+        self.step += 1
+        return self._record(
+            Step(
+                round=self.round,
+                step=self.step,
+                call="add_chunked_req",
+                rid=req.rid,
+                seq_len=req.seq_len,
+                device_prefix=req.device_prefix,
+                host_hit=req.host_hit,
+                baseline=base,
+                baseline_after=base,
+                total_offset_before=t0,
+                total_offset_after=b.total_offset,
+                cur_offset_before=c0,
+                cur_offset_after=b.cur_offset,
+                rem_total_tokens=base - t0,
+                cur_rem_tokens=base - c0,
+                rem_chunk_tokens=chunk0,
+                rem_chunk_after=b.rem_chunk,
+                decision="resumed",
+                start=start,
+                end=size.end,
+                load_back=0,
+                budget_state=b.state(base).value,
+                reserved_tail=reserved,
+                forced=size.forced,
+                unaligned_end=size.unaligned_end,
+                tail_need=tail_need if size.truncated else None,
+                rem_input_tokens=input0,
+                rem_input_after=b.rem_input,
+            )
         )
-        return req if truncated else None
 
     # -- a waiting request ----------------------------------------------------
-    def add_one_req(self, req: Request) -> AddResult:
+    def add_one_req(self, req: Request) -> Step:
+        """Admit whole, truncate or refuse; the record's ``budget_state`` says whether the
+        adder goes on (CONTINUE) or stops."""
         cfg, b, pool = self.cfg, self.budget, self.pool
         pool.lock(req.prefix_keys)
         base = pool.baseline()
-        t0, c0, chunk0 = b.total_offset, b.cur_offset, b.rem_chunk
-        rem_total = base - t0
+        before = (base, b.total_offset, b.cur_offset, b.rem_chunk, b.rem_input)
+        rem_total = base - b.total_offset
         # The whole remaining prompt, host hits included: every later piece comes out of
         # the same pool.
-        need = self.profile.memory_need(req.seq_len - req.device_prefix, cfg)
+        need = sizing.memory_need(req.seq_len - req.device_prefix, self.max_new, self.check_page)
         prefix = req.device_prefix + req.host_hit
-        result, reason, truncated, end = self._select(req, need, rem_total, prefix)
-        if result is not None:
-            return self._reject(req, base, t0, c0, chunk0, result, reason)
+        refusal, reason, size = self._select(req, need, rem_total, prefix)
+        if refusal is not None:
+            return self._reject(req, before, need, refusal, reason)
 
         # Admitted. HiCache allocates the host hit's slots now, outside the offsets.
         loaded = req.host_hit
@@ -133,15 +146,17 @@ class PrefillAdder:
         ):
             # Nothing loads: select again with the host part recomputed.
             loaded, prefix = 0, req.device_prefix
-            result, reason, truncated, end = self._select(req, need, rem_total, prefix)
-            if result is not None:
-                return self._reject(req, base, t0, c0, chunk0, result, reason)
+            refusal, reason, size = self._select(req, need, rem_total, prefix)
+            if refusal is not None:
+                return self._reject(req, before, need, refusal, reason)
         if loaded:
             pool.alloc(req.rid, req.device_prefix, prefix, op="load_back")
-        piece = cfg.ceil_page(end - prefix)
-        reserved = 0
-        if truncated:
+        end, raw = (size.end, size.unaligned_end) if size else (req.seq_len, req.seq_len)
+        piece = ceil_page(end - prefix, cfg.page_size)
+        reserved = tail_need = 0
+        if size:
             b.charge(piece, self.page_charge, 0)
+            tail_need = sizing.tail_need(req.seq_len - end, cfg.page_size, cfg.max_new_tokens)
             reserved = self.policy.after_truncation(b, req.seq_len - end, cfg, self.deciding)
             self.new_chunked = req
         else:
@@ -149,69 +164,122 @@ class PrefillAdder:
         req.done = prefix
         self.pieces.append((req, prefix, end))
         base_after = pool.baseline()
-        state = b.state(base_after)
-        self._log(
-            "add_one_req",
+        return self._step_one(
             req,
-            base,
-            base_after,
-            t0,
-            c0,
-            chunk0,
-            "truncated" if truncated else "full",
-            prefix,
-            end,
-            loaded,
-            state.value,
-            reserved,
+            before,
+            need,
+            decision="truncated" if size else "full",
+            base_after=base_after,
+            start=prefix,
+            end=end,
+            unaligned_end=raw,
+            load_back=loaded,
+            state=b.state(base_after).value,
+            reserved=reserved,
+            tail_need=tail_need if size else None,
         )
-        return state
 
     def _select(
         self, req: Request, need: int, rem_total: int, prefix: int
-    ) -> tuple[AddResult | None, str | None, bool, int]:
+    ) -> tuple[AddResult | None, str | None, sizing.Sized | None]:
         """Admit whole, truncate or refuse, allocating nothing.
 
-        Returns (refusal or None, reason, truncated, end).
+        Returns (refusal or None, reason, the truncated piece's size or None if whole).
         """
         cfg, b = self.cfg, self.budget
-        paged_extend = cfg.ceil_page(req.seq_len - prefix)
-        truncated, end = False, req.seq_len
+        paged_extend = ceil_page(req.seq_len - prefix, cfg.page_size)
         if need >= rem_total:
-            return NO_TOKEN, f"needs {need} >= rem_total_tokens {rem_total}", truncated, end
+            return NO_TOKEN, f"needs {need} >= rem_total_tokens {rem_total}", None
         if self.profile.input_tokens_check and paged_extend >= b.rem_input and self.pieces:
-            reason = f"extend {paged_extend} >= rem_input_tokens {b.rem_input}"
-            return OTHER, reason, truncated, end
+            return OTHER, f"extend {paged_extend} >= rem_input_tokens {b.rem_input}", None
         if paged_extend <= b.rem_chunk:
-            return None, None, truncated, end
-        truncated = True
+            return None, None, None
         if self.profile.one_chunked_guard and self.new_chunked is not None:
             reason = f"would be a second chunked request beside {self.new_chunked.rid}"
-            return OTHER, reason, truncated, end
-        e = cfg.floor_page(b.rem_chunk)
-        if cfg.truncation_align_size:
-            e = e // cfg.truncation_align_size * cfg.truncation_align_size
-        end = self._aligned_end(prefix, cfg.floor_page(prefix + e))
-        if end <= prefix:
-            return OTHER, f"chunk budget {b.rem_chunk} leaves no whole page", truncated, end
-        return None, None, truncated, end
+            return OTHER, reason, None
+        size = sizing.truncated_end(
+            prefix, b.rem_chunk, cfg.page_size, cfg.truncation_align_size, self.align
+        )
+        if size.end <= prefix:
+            return OTHER, f"chunk budget {b.rem_chunk} leaves no whole page", size
+        return None, None, size
 
-    def _reject(self, req, base, t0, c0, chunk0, result: AddResult, reason) -> AddResult:
+    def _reject(self, req, before, need: int, result: AddResult, reason) -> Step:
         self.pool.unlock(req.prefix_keys)
-        self._log(
-            "add_one_req",
+        return self._step_one(
             req,
-            base,
-            base,
-            t0,
-            c0,
-            chunk0,
-            "rejected",
-            None,
-            None,
-            0,
-            result.value,
-            0,
+            before,
+            need,
+            decision="rejected",
+            base_after=before[0],
+            start=None,
+            end=None,
+            unaligned_end=None,
+            load_back=0,
+            state=result.value,
+            reserved=0,
+            tail_need=None,
             reason=reason,
         )
-        return result
+
+    def _step_one(
+        self,
+        req: Request,
+        before: tuple[int, int, int, int, int],
+        need: int,
+        *,
+        decision: str,
+        base_after: int,
+        start: int | None,
+        end: int | None,
+        unaligned_end: int | None,
+        load_back: int,
+        state: str,
+        reserved: int,
+        tail_need: int | None,
+        reason: str | None = None,
+    ) -> Step:
+        """The record of one ``add_one_req``; ``before`` is (baseline, total offset, cur
+        offset, chunk budget, input budget) when it looked."""
+        base, t0, c0, chunk0, input0 = before
+        b = self.budget
+        self.step += 1
+        step = _new(
+            (
+                self.round,  # round
+                self.step,  # step
+                "add_one_req",  # call
+                req.rid,  # rid
+                req.seq_len,  # seq_len
+                req.device_prefix,  # device_prefix
+                req.host_hit,  # host_hit
+                base,  # baseline
+                base_after,  # baseline_after
+                t0,  # total_offset_before
+                b.total_offset,  # total_offset_after
+                c0,  # cur_offset_before
+                b.cur_offset,  # cur_offset_after
+                base - t0,  # rem_total_tokens
+                base - c0,  # cur_rem_tokens
+                chunk0,  # rem_chunk_tokens
+                b.rem_chunk,  # rem_chunk_after
+                decision,  # decision
+                start,  # start
+                end,  # end
+                load_back,  # load_back
+                None,  # allocated
+                state,  # budget_state
+                reserved,  # reserved_tail
+                None,  # forced
+                reason,  # reason
+                need,  # need
+                unaligned_end,  # unaligned_end
+                tail_need,  # tail_need
+                input0,  # rem_input_tokens
+                b.rem_input,  # rem_input_after
+            )
+        )
+        self.steps.append(step)
+        if self.ledger is not None:
+            self.ledger.add(step)
+        return step

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from kvforensics.model import sizing
+
 
 @dataclass(frozen=True, slots=True)
 class Config:
@@ -42,15 +44,13 @@ class Config:
     def with_(self, **changes: int | str) -> Config:
         return replace(self, **changes)
 
+    # Page arithmetic at this node's page size (the rules live in ``sizing``).
     def ceil_page(self, n: int) -> int:
-        p = self.page_size
-        return -(-n // p) * p
+        return sizing.ceil_page(n, self.page_size)
 
     def floor_page(self, n: int) -> int:
-        p = self.page_size
-        return n // p * p
+        return sizing.floor_page(n, self.page_size)
 
     def pages_for(self, start: int, end: int) -> int:
         """Slots a piece [start, end) allocates: a prefix's partial last page is reused."""
-        p = self.page_size
-        return (-(-end // p) - -(-start // p)) * p
+        return sizing.pages_for(start, end, self.page_size)

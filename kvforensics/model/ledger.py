@@ -1,106 +1,90 @@
-"""The ledger: one row per step of the adder or the allocator, exportable as a DataFrame."""
+"""The ledger: one frozen record per step of the adder or the allocator.
+
+A ``Step`` carries every number the step computed (the memory need, the piece's aligned
+and unaligned end, whether it was forced, what was reserved, the books before and after),
+so readers take fields by name and never recompute a rule. The ledger is the list of
+those records; its DataFrame is a by-name projection of them.
+"""
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import polars as pl
 
-#: (column, dtype). Values that do not apply to a row's call are null.
-COLUMNS: tuple[tuple[str, pl.DataType], ...] = (
-    ("round", pl.Int64),
-    ("step", pl.Int64),
-    ("call", pl.Utf8),  # add_chunked_req | add_one_req | allocate
-    ("rid", pl.Utf8),
-    ("seq_len", pl.Int64),
-    ("device_prefix", pl.Int64),
-    ("host_hit", pl.Int64),
-    ("baseline", pl.Int64),  # available + evictable when the step looked (after the lock)
-    ("baseline_after", pl.Int64),
-    ("total_offset_before", pl.Int64),
-    ("total_offset_after", pl.Int64),
-    ("cur_offset_before", pl.Int64),
-    ("cur_offset_after", pl.Int64),
-    ("rem_total_tokens", pl.Int64),  # at the memory check
-    ("cur_rem_tokens", pl.Int64),
-    ("rem_chunk_tokens", pl.Int64),
-    ("rem_chunk_after", pl.Int64),
-    ("decision", pl.Utf8),  # full | truncated | rejected | resumed
-    ("start", pl.Int64),
-    ("end", pl.Int64),
-    ("load_back", pl.Int64),
-    ("allocated", pl.Int64),  # slots taken (page-exact) by allocate rows
-    ("budget_state", pl.Utf8),  # what the call returned: CONTINUE | NO_TOKEN | OTHER
-    ("reserved_tail", pl.Int64),
-    ("forced", pl.Boolean),  # add_chunked_req took rem_chunk_tokens because memory was gone
-    ("reason", pl.Utf8),  # why a request was rejected, in words
-)
-NAMES = tuple(c for c, _ in COLUMNS)
-INDEX = {c: i for i, c in enumerate(NAMES)}
+
+class Step(NamedTuple):
+    """One step. Values that do not apply to a step's call are None.
+
+    A named tuple rather than a dataclass: the adder makes one per call on its hot path,
+    and a tuple row is what the DataFrame is built from.
+    """
+
+    round: int | None = None
+    step: int | None = None
+    call: str | None = None  # add_chunked_req | add_one_req | allocate
+    rid: str | None = None
+    seq_len: int | None = None
+    device_prefix: int | None = None
+    host_hit: int | None = None
+    #: available + evictable when the step looked (after the lock)
+    baseline: int | None = None
+    baseline_after: int | None = None
+    total_offset_before: int | None = None
+    total_offset_after: int | None = None
+    cur_offset_before: int | None = None
+    cur_offset_after: int | None = None
+    rem_total_tokens: int | None = None  # at the memory check
+    cur_rem_tokens: int | None = None
+    rem_chunk_tokens: int | None = None
+    rem_chunk_after: int | None = None
+    decision: str | None = None  # full | truncated | rejected | resumed
+    start: int | None = None
+    end: int | None = None
+    load_back: int | None = None
+    allocated: int | None = None  # slots taken (page-exact) by allocate steps
+    budget_state: str | None = None  # what the call returned: CONTINUE | NO_TOKEN | OTHER
+    reserved_tail: int | None = None
+    #: add_chunked_req took rem_chunk_tokens because memory was gone (rem_total <= 0)
+    forced: bool | None = None
+    reason: str | None = None  # why a request was refused, in words
+    #: what the memory check asked for (add_one_req)
+    need: int | None = None
+    #: where the piece would end without the checkpoint alignment
+    unaligned_end: int | None = None
+    #: pages + first token of the tail a truncation left for later rounds (what the fix
+    #: reserves; under other policies what went unreserved)
+    tail_need: int | None = None
+    rem_input_tokens: int | None = None
+    rem_input_after: int | None = None
+
+
+_DTYPES: dict[str, pl.DataType] = {
+    "call": pl.Utf8,
+    "rid": pl.Utf8,
+    "decision": pl.Utf8,
+    "budget_state": pl.Utf8,
+    "reason": pl.Utf8,
+    "forced": pl.Boolean,
+}
+NAMES: tuple[str, ...] = Step._fields
+#: (column, dtype) in record order
+COLUMNS: tuple[tuple[str, pl.DataType], ...] = tuple((c, _DTYPES.get(c, pl.Int64)) for c in NAMES)
 SCHEMA = dict(COLUMNS)
+#: columns added after ledger files were first written: a file without them still reads
+LATER = ("need", "unaligned_end", "tail_need", "rem_input_tokens", "rem_input_after")
 
 
 class Ledger:
-    """Rows appended in order; cheap enough to keep on in long simulations."""
+    """Steps appended in order; cheap enough to keep on in long simulations."""
 
     __slots__ = ("rows",)
 
     def __init__(self) -> None:
-        self.rows: list[tuple] = []
+        self.rows: list[Step] = []
 
-    def add(self, **values: object) -> None:
-        self.rows.append(tuple(map(values.get, NAMES)))
-
-    def step(
-        self,
-        round_no,
-        step,
-        call,
-        req,
-        budget,
-        base,
-        base_after,
-        t0,
-        c0,
-        chunk0,
-        decision,
-        start,
-        end,
-        load_back,
-        state,
-        reserved,
-        forced=None,
-        reason=None,
-    ) -> None:
-        """The adder's hot path: one positional tuple, no keyword dict."""
-        self.rows.append(
-            (
-                round_no,
-                step,
-                call,
-                req.rid,
-                req.seq_len,
-                req.device_prefix,
-                req.host_hit,
-                base,
-                base_after,
-                t0,
-                budget.total_offset,
-                c0,
-                budget.cur_offset,
-                base - t0,
-                base - c0,
-                chunk0,
-                budget.rem_chunk,
-                decision,
-                start,
-                end,
-                load_back,
-                None,
-                state,
-                reserved,
-                forced,
-                reason,
-            )
-        )
+    def add(self, step: Step) -> None:
+        self.rows.append(step)
 
     def __len__(self) -> int:
         return len(self.rows)

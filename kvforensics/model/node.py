@@ -11,7 +11,7 @@ from typing import Protocol
 
 from kvforensics.model.adder import CONTINUE, PrefillAdder
 from kvforensics.model.config import Config
-from kvforensics.model.ledger import INDEX, Ledger
+from kvforensics.model.ledger import Ledger, Step
 from kvforensics.model.policies import Policy
 from kvforensics.model.pool import PagePool, PrefillOutOfMemory
 from kvforensics.model.profiles import FORK, Profile
@@ -60,6 +60,26 @@ class Inflight:
     done_at: float
     prefix_keys: tuple[str, ...] = ()
     cache_keys: tuple[tuple[str, int], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class NodeState:
+    """A node caught mid-flight, as a value: what its pool holds and who is where.
+
+    ``evictable`` is the cache in eviction order (oldest first); ``locked`` are entries of
+    it that requests of earlier rounds still lock; ``held`` are slots requests own (a
+    chunked request's computed part, KV being sent to a decode node).
+    """
+
+    free: int
+    evictable: tuple[tuple[str, int], ...] = ()
+    locked: tuple[str, ...] = ()
+    held: tuple[tuple[str, int], ...] = ()
+    waiting: tuple[Request, ...] = ()
+    chunked: Request | None = None
+    inflight: tuple[Inflight, ...] = ()
+    first_round: int = 0
+    start_time: float = 0.0
 
 
 @dataclass(slots=True)
@@ -176,6 +196,47 @@ class PrefillNode:
         if chunked is not None:
             self.requests[chunked.rid] = chunked
 
+    @classmethod
+    def from_state(
+        cls,
+        cfg: Config,
+        policy: Policy,
+        state: NodeState,
+        *,
+        arrivals: list[Request] = (),
+        timing: Timing = Timing(),
+        profile: Profile = FORK,
+        record: bool = True,
+        prefix_cache: PrefixSource | None = None,
+    ) -> PrefillNode:
+        """The one way to start the model mid-flight. Raises ValueError when the state
+        does not fit the pool."""
+        pool = PagePool(
+            page_size=cfg.page_size,
+            size=cfg.pool_size,
+            free=state.free,
+            evictable=dict(state.evictable),
+            cache_kind=cfg.cache_kind,
+        )
+        pool.lock(state.locked)
+        for owner, tokens in state.held:
+            pool.hold(owner, tokens)
+        return cls(
+            cfg,
+            policy,
+            pool,
+            waiting=list(state.waiting),
+            chunked=state.chunked,
+            inflight=list(state.inflight),
+            arrivals=arrivals,
+            timing=timing,
+            profile=profile,
+            first_round=state.first_round,
+            start_time=state.start_time,
+            record=record,
+            prefix_cache=prefix_cache,
+        )
+
     def _push_inflight(self, item: Inflight) -> None:
         self._seq += 1
         heapq.heappush(self._inflight, (item.done_at, self._seq, item))
@@ -247,21 +308,15 @@ class PrefillNode:
                     self.prefix_cache.match(req, pool)
                 elif req.prefix_keys:
                     self._refresh_prefix(req)
-                n = len(adder.pieces)
-                res = adder.add_one_req(req)
-                if len(adder.pieces) > n:
+                rec = adder.add_one_req(req)
+                if rec.decision != "rejected":
                     admitted += 1
                     req.admitted_round = self.round
-                if res is not CONTINUE:
+                if rec.budget_state != CONTINUE:
                     break
             del self.waiting[:admitted]
 
-        decisions = []
-        if self.ledger is not None:
-            rows = self.ledger.rows
-            k = len(rows) - adder.step
-            i = (INDEX["call"], INDEX["rid"], INDEX["decision"], INDEX["budget_state"])
-            decisions = [(r[i[0]], r[i[1]], r[i[2]], r[i[3]]) for r in rows[k:]]
+        decisions = [(s.call, s.rid, s.decision, s.budget_state) for s in adder.steps]
 
         if not adder.pieces:
             # Nothing fits: wait for memory (a transfer) or for new work.
@@ -303,15 +358,17 @@ class PrefillNode:
             )
             if self.ledger is not None:
                 self.ledger.add(
-                    round=self.round,
-                    step=adder.step + 1,
-                    call="allocate",
-                    rid=victim,
-                    baseline=base_before,
-                    baseline_after=pool.baseline(),
-                    allocated=0,
-                    budget_state="OOM",
-                    reason=str(exc).splitlines()[1],
+                    Step(
+                        round=self.round,
+                        step=adder.step + 1,
+                        call="allocate",
+                        rid=victim,
+                        baseline=base_before,
+                        baseline_after=pool.baseline(),
+                        allocated=0,
+                        budget_state="OOM",
+                        reason=str(exc).splitlines()[1],
+                    )
                 )
             return oom
         if self.ledger is not None:
@@ -319,15 +376,17 @@ class PrefillNode:
             for rid, s, e in pieces:
                 step += 1
                 self.ledger.add(
-                    round=self.round,
-                    step=step,
-                    call="allocate",
-                    rid=rid,
-                    start=s,
-                    end=e,
-                    allocated=cfg.pages_for(s, e),
-                    baseline=base_before,
-                    baseline_after=pool.baseline(),
+                    Step(
+                        round=self.round,
+                        step=step,
+                        call="allocate",
+                        rid=rid,
+                        start=s,
+                        end=e,
+                        allocated=cfg.pages_for(s, e),
+                        baseline=base_before,
+                        baseline_after=pool.baseline(),
+                    )
                 )
 
         new_tokens = sum(e - s for _, s, e in pieces)

@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+from kvforensics.model import sizing
 from kvforensics.model.budget import Budget
 from kvforensics.model.config import Config
 
@@ -51,7 +52,7 @@ class Fixed(Policy):
         # reject what PP0 admitted, and the stages' batches would disagree.
         if tail <= 0 or not deciding:
             return 0
-        reserved = cfg.ceil_page(tail) + cfg.max_new_tokens
+        reserved = sizing.tail_need(tail, cfg.page_size, cfg.max_new_tokens)
         budget.reserve(reserved)
         return reserved
 

@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections import OrderedDict
 from dataclasses import dataclass
 
+from kvforensics.model.sizing import pages_for
+
 
 def oom_message(tokens: int, available: int, evictable: int, cache_kind: str) -> str:
     """The text of SGLang's ``Prefill out of memory`` error (``alloc_for_extend``)."""
@@ -196,8 +198,7 @@ class PagePool:
 
     def alloc(self, owner: str, start: int, end: int, *, op: str = "alloc") -> int:
         """Allocate the slots for tokens [start, end) of ``owner`` (page-exact)."""
-        p = self.page_size
-        n = (-(-end // p) - -(-start // p)) * p
+        n = pages_for(start, end, self.page_size)
         if n > self.free:
             if n > self.free + self._evict_total:
                 self.raise_oom(end - start)
@@ -210,7 +211,7 @@ class PagePool:
     def alloc_batch(self, pieces: list[tuple[str, int, int]]) -> int:
         """Allocate a whole batch as ``alloc_for_extend`` does: all or out-of-memory."""
         p = self.page_size
-        need = sum((-(-e // p) - -(-s // p)) * p for _, s, e in pieces)
+        need = sum(pages_for(s, e, p) for _, s, e in pieces)
         if need > self.free + self._evict_total:
             self.raise_oom(sum(e - s for _, s, e in pieces))
         for owner, s, e in pieces:
@@ -222,6 +223,17 @@ class PagePool:
         self._evict(self._evict_total)
         self._op("oom", tokens=tokens)
         raise PrefillOutOfMemory(tokens, self.free, self._evict_total, self.cache_kind)
+
+    def hold(self, owner: str, tokens: int) -> None:
+        """Slots ``owner`` already holds when the model starts mid-flight (a chunked
+        request's computed part, KV still in transfer): outside free and evictable.
+
+        NOTE: not checked against the pool size. A state rebuilt from logs estimates what
+        is held (``check`` says whether it adds up); a caller with exact figures checks
+        them itself, as a scenario does."""
+        if tokens < 0:
+            raise ValueError(f"{owner}: held slots must be >= 0, got {tokens}")
+        self.held[owner] = self.held.get(owner, 0) + tokens
 
     # -- after the forward ----------------------------------------------------
     def release(self, owner: str, entries: tuple[tuple[str, int], ...]) -> None:

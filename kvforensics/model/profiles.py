@@ -75,9 +75,9 @@ class Profile:
         clip = self.max_new_clip
         return min(cfg.max_new_tokens, clip) if clip else cfg.max_new_tokens
 
-    def memory_need(self, remaining: int, cfg: Config) -> int:
-        """Tokens the memory check asks for: whole remaining prompt, first token, a page."""
-        return remaining + self.max_new(cfg) + (cfg.page_size if self.check_counts_page else 0)
+    def check_page(self, cfg: Config) -> int:
+        """The page the memory check counts (``sizing.memory_need``), 0 when it counts none."""
+        return cfg.page_size if self.check_counts_page else 0
 
 
 FORK = Profile("fork")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from kvforensics.model.ledger import INDEX
 from kvforensics.rounds import Rebuild
 
 #: logged field -> ledger column
@@ -29,7 +28,7 @@ def check_fidelity(rb: Rebuild, policy: str = "prefix") -> dict:
         checked += 1
         node = node_at(rb, rnd, policy)
         node.step()
-        rows = [r for r in node.ledger.rows if r[INDEX["call"]] == "add_one_req"]
+        rows = [r for r in node.ledger.rows if r.call == "add_one_req"]
         if len(rows) != len(rnd.decisions):
             mismatches.append(
                 {
@@ -42,7 +41,7 @@ def check_fidelity(rb: Rebuild, policy: str = "prefix") -> dict:
             )
         for d, row in zip(rnd.decisions, rows, strict=False):
             for logged, col in FIELDS.items():
-                want, got = getattr(d, logged), row[INDEX[col]]
+                want, got = getattr(d, logged), getattr(row, col)
                 if logged in ("start", "end") and d.decision == "rejected":
                     continue
                 if want is None and logged in ("decision", "start", "end", "result"):

@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import itertools
 
-from kvforensics.model import Config, Inflight, PagePool, PrefillNode, Request, Timing, get_policy
+from kvforensics.model import (
+    Config,
+    Inflight,
+    NodeState,
+    PrefillNode,
+    Request,
+    Timing,
+    get_policy,
+)
 from kvforensics.rounds import Rebuild, Round
 
 
@@ -44,14 +52,6 @@ def node_at(
         if d.rid in drops and d.prefix_len > drops[d.rid]
     }
     evictable.update({f"shared:{rid}": n for rid, n in shared.items()})
-    pool = PagePool(
-        page_size=cfg.page_size,
-        size=cfg.pool_size,
-        free=max(0, base - sum(drops.values())),
-        evictable=evictable,
-        cache_kind=cfg.cache_kind,
-    )
-    pool.lock(tuple(f"shared:{rid}" for rid in shared))
     waiting = []
     for d in rnd.decisions:
         req = Request(d.rid, d.seq_len, d.prefix_len, d.host_hit_len)
@@ -62,24 +62,24 @@ def node_at(
         waiting.append(req)
     waiting.extend(extra_waiting)
     chunked = None
+    held: list[tuple[str, int]] = []
     resumed = [p for p in rnd.pieces if p.kind == "resumed"]
     if resumed:
         p = resumed[0]
         chunked = Request(p.rid, rb.seq_lens.get(p.rid, p.end), 0, 0)
         chunked.done = p.start
         chunked.admitted_round = rnd.index - 1
-        pool.held[p.rid] = cfg.ceil_page(p.start)
-    for rid, tokens, _done_at in inflight:
-        pool.held[rid] = pool.held.get(rid, 0) + tokens
-    flight = [Inflight(rid, done_at) for rid, _, done_at in inflight]
-    return PrefillNode(
-        cfg,
-        get_policy(policy),
-        pool,
-        waiting=waiting,
+        held.append((p.rid, cfg.ceil_page(p.start)))
+    held += [(rid, tokens) for rid, tokens, _done_at in inflight]
+    state = NodeState(
+        free=max(0, base - sum(drops.values())),
+        evictable=tuple(evictable.items()),
+        locked=tuple(f"shared:{rid}" for rid in shared),
+        held=tuple(held),
+        waiting=tuple(waiting),
         chunked=chunked,
-        inflight=flight,
-        timing=timing,
+        inflight=tuple(Inflight(rid, done_at) for rid, _, done_at in inflight),
         first_round=rnd.index,
         start_time=start_time,
     )
+    return PrefillNode.from_state(cfg, get_policy(policy), state, timing=timing)

@@ -58,13 +58,12 @@ def root_cause(rr) -> dict | None:
             if f.is_empty() or f["decision"][0] == "rejected":
                 intruder = row
                 break
-    unaligned = cfg.floor_page(t["rem_chunk_tokens"])
     return {
         "victim_rid": victim,
         "victim_seq_len": t["seq_len"],
         "unreserved_tail": t["seq_len"] - t["end"],
         "victim_piece": [t["start"], t["end"]],
-        "unaligned_piece": unaligned,
+        "unaligned_piece": t["unaligned_end"] - t["start"],
         "aligned_piece": t["end"] - t["start"],
         "align_size": cfg.align_size,
         "leftover_chunk_budget": t["rem_chunk_after"],
@@ -75,11 +74,7 @@ def root_cause(rr) -> dict | None:
         else None,
         "intruder_load_back": intruder["load_back"] if intruder else None,
         "intruder_rem_total_tokens": intruder["rem_total_tokens"] if intruder else None,
-        "intruder_need": (
-            intruder["seq_len"] - intruder["device_prefix"] + cfg.max_new_tokens + cfg.page_size
-        )
-        if intruder
-        else None,
+        "intruder_need": intruder["need"] if intruder else None,
         "round": t["round"],
         "round_time": _time_of(rr, t["round"]),
     }

@@ -105,14 +105,6 @@ def _rows(steps: list[Step]) -> list[list[object]]:
     return [[s.values.get(k) for k, _ in STEP_COLUMNS] for s in steps]
 
 
-def _ceil(n: int, page: int | None) -> int:
-    return n if not page else -(-n // page) * page
-
-
-def _floor(n: int, page: int | None) -> int:
-    return n if not page else n // page * page
-
-
 def explain_round(results: Mapping[str, RunResult | pl.DataFrame], round_no: int) -> Explanation:
     """Round `round_no` under each policy (RunResults, or one-policy ledger frames)."""
     frames = {p: ledger_of(x) for p, x in results.items()}
@@ -170,7 +162,7 @@ def _explain_steps(rows: pl.DataFrame, page: int | None) -> list[Step]:
 def _adder_step(r: dict, page: int | None, prev_base: int | None, truncated: dict | None):
     rid, seq, dp, hh = r["rid"], r["seq_len"], r["device_prefix"], r["host_hit"]
     one_req = r["call"] == "add_one_req"
-    need = (seq - dp + 1 + page) if (one_req and page and seq is not None) else None
+    need = r["need"] if one_req else None
     start, end = r["start"], r["end"]
     piece_len = (end - start) if start is not None and end is not None else None
     values = {
@@ -202,7 +194,8 @@ def _adder_step(r: dict, page: int | None, prev_base: int | None, truncated: dic
     rem_total, chunk = r["rem_total_tokens"], r["rem_chunk_tokens"]
     dec = r["decision"]
     if not one_req:
-        n = chunk if r["forced"] else min(chunk, rem_total)
+        raw = r["unaligned_end"]
+        n = raw - start if raw is not None and start is not None else None
         how = (
             f"rem_total_tokens {rem_total} ≤ 0, so the forced branch allows the whole chunk budget {chunk}"
             if r["forced"]
@@ -210,13 +203,18 @@ def _adder_step(r: dict, page: int | None, prev_base: int | None, truncated: dic
         )
         if end is not None and seq is not None and end == seq:
             how += f"; the last piece ({piece_len}) is all that is left"
-        elif end is not None and start + n != end:
-            how += f"; end {start + n} aligned down to {end}"
+        elif end is not None and raw is not None and raw != end:
+            how += f"; end {raw} aligned down to {end}"
         words.append(f"{rid} resumes at {start}: {how}; computes [{start}, {end}) = {piece_len}")
         if end is not None and seq is not None and end < seq:
             tail = seq - end
             words.append(f"still {tail} to go after this piece")
-            truncated = {"rid": rid, "tail": tail, "reserved": r["reserved_tail"] or 0}
+            truncated = {
+                "rid": rid,
+                "tail": tail,
+                "reserved": r["reserved_tail"] or 0,
+                "tail_need": r["tail_need"],
+            }
     else:
         prefix = (dp or 0) + (hh or 0)
         extend = seq - prefix if seq is not None else None
@@ -225,8 +223,8 @@ def _adder_step(r: dict, page: int | None, prev_base: int | None, truncated: dic
             ok = need < rem_total
             check = f"memory check {need} {'<' if ok else '≥'} {rem_total} {'passes' if ok else 'fails'}"
             if ok and truncated and not truncated["reserved"]:
-                hidden = _ceil(truncated["tail"], page) + 1
-                if need >= rem_total - hidden:
+                hidden = truncated["tail_need"]
+                if hidden is not None and need >= rem_total - hidden:
                     check += (
                         f" only because {truncated['rid']}'s tail of {truncated['tail']} is not in "
                         "rem_total_token_offset"
@@ -237,15 +235,15 @@ def _adder_step(r: dict, page: int | None, prev_base: int | None, truncated: dic
                 check += f" because {truncated['rid']}'s tail is reserved ({truncated['reserved']} in rem_total_token_offset)"
             words.append(check)
         if dec == "full":
-            cp = _ceil(piece_len, page)
+            cp = chunk - r["rem_chunk_after"]  # the chunk budget it spent: its paged length
             fit = f"{piece_len} ({'one page: ' if cp == page else ''}{cp} ≤ {chunk} left)"
             s = f"admitted whole, computes {fit}"
             if r["load_back"]:
                 s += f" but loads back {r['load_back']} at once (slots allocated now, no chunk budget)"
             words.append(s)
         elif dec == "truncated":
-            raw = prefix + _floor(chunk, page)
-            how = f"end {prefix} + {_floor(chunk, page)} = {raw}" + (
+            raw = r["unaligned_end"]
+            how = f"end {prefix} + {raw - prefix} = {raw}" + (
                 f" aligned down to {end}" if raw != end else ""
             )
             s = f"{extend} to compute > {chunk} of chunk budget: truncated, {how}; piece {piece_len}"
@@ -257,7 +255,7 @@ def _adder_step(r: dict, page: int | None, prev_base: int | None, truncated: dic
                 f"reserved ({res} into rem_total_token_offset)" if res else "not reserved"
             )
             words.append(s)
-            truncated = {"rid": rid, "tail": tail, "reserved": res}
+            truncated = {"rid": rid, "tail": tail, "reserved": res, "tail_need": r["tail_need"]}
         elif dec == "rejected":
             extra = "no load-back" if hh else "nothing allocated"
             reason = f" ({r['reason']})" if r.get("reason") and need is None else ""

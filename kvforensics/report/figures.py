@@ -20,7 +20,7 @@ from matplotlib.ticker import FuncFormatter, MaxNLocator
 
 from kvforensics.model import RunResult
 from kvforensics.outputs import atomic_write
-from kvforensics.report.ledgers import ADDER_CALLS, ledger_of, page_size_of
+from kvforensics.report.ledgers import ADDER_CALLS, ledger_of
 
 DPI = 110
 TOKENS = FuncFormatter(lambda v, _pos: f"{v:,.0f}")
@@ -127,9 +127,7 @@ def plot_pool(results: Mapping[str, RunResult], path: Path) -> Path:
     return _save(fig, path)
 
 
-def waterfall_steps(
-    df: pl.DataFrame, page: int
-) -> tuple[int, list[tuple[str, str, int]], int, int]:
+def waterfall_steps(df: pl.DataFrame) -> tuple[int, list[tuple[str, str, int]], int, int]:
     """(start baseline, [(label, kind, delta)], rem_total_tokens at the end, unreserved
     tail) for one round of one ledger. Kinds: lock, load-back, charge, reserve, refused,
     and check (not a charge: the memory need a later request was weighed against)."""
@@ -143,9 +141,9 @@ def waterfall_steps(
     after_truncation = False
     for r in rows:
         rid = r["rid"]
-        if after_truncation and r["call"] == "add_one_req" and r["seq_len"] is not None:
+        if after_truncation and r["call"] == "add_one_req" and r["need"] is not None:
             # a request entering after a truncation: show what its memory check weighed
-            need = r["seq_len"] - r["device_prefix"] + 1 + page
+            need = r["need"]
             ok = need < r["rem_total_tokens"]
             bars.append((f"{rid}\nneeds {need:,}: {'passes' if ok else 'fails'}", "check", need))
         if r["baseline"] < prev:
@@ -184,7 +182,7 @@ def plot_waterfall(
 ) -> Path:
     names = list(results)
     data = {
-        p: waterfall_steps(ledger_of(x).filter(pl.col("round") == round_no), _page(x))
+        p: waterfall_steps(ledger_of(x).filter(pl.col("round") == round_no))
         for p, x in results.items()
     }
     width = max(len(d[1]) for d in data.values()) + 3
@@ -264,6 +262,3 @@ def plot_waterfall(
     fig.tight_layout()
     return _save(fig, path)
 
-
-def _page(x: RunResult | pl.DataFrame) -> int:
-    return page_size_of(x) or 0

@@ -14,7 +14,7 @@ import polars as pl
 
 from kvforensics.errors import InputError
 from kvforensics.model import RunResult
-from kvforensics.model.ledger import NAMES, SCHEMA
+from kvforensics.model.ledger import LATER, NAMES, SCHEMA
 
 #: decisions that put a piece into the batch
 ADMITTED = ("full", "truncated", "resumed")
@@ -23,10 +23,13 @@ ADDER_CALLS = ("add_chunked_req", "add_one_req")
 
 def normalize(df: pl.DataFrame, source: str = "ledger") -> pl.DataFrame:
     """Cast to the ledger schema (CSV loses dtypes); refuse frames that are not ledgers."""
-    missing = [c for c in NAMES if c not in df.columns]
+    missing = [c for c in NAMES if c not in df.columns and c not in LATER]
     if missing:
         raise InputError(f"{source}: not a ledger (missing columns: {', '.join(missing[:5])})")
-    cols = [pl.col(c).cast(SCHEMA[c], strict=False) for c in NAMES]
+    cols = [
+        (pl.col(c) if c in df.columns else pl.lit(None)).cast(SCHEMA[c], strict=False).alias(c)
+        for c in NAMES
+    ]
     if "policy" in df.columns:
         cols.insert(0, pl.col("policy").cast(pl.Utf8))
     return df.select(cols)

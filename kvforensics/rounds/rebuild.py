@@ -14,7 +14,7 @@ from datetime import datetime
 
 import polars as pl
 
-from kvforensics.model import Config
+from kvforensics.model import Config, sizing
 from kvforensics.rounds.provenance import DERIVED, INFERRED, OBSERVED, Prov, where
 
 KINDS = ("adder_check", "adder_result", "hicache_load_back", "as_write", "oom")
@@ -250,17 +250,8 @@ def _segment(rows: list[dict], cfg: Config) -> tuple[list[Round], dict | None]:
 
 def _chunk_step(cfg: Config, done: int, seq_len: int, baseline: int) -> tuple[int, bool]:
     """The model's ``add_chunked_req`` sizing with nothing else in the batch."""
-    n = min(cfg.chunked_prefill_size, baseline)
-    forced = n <= 0
-    if forced:
-        n = cfg.chunked_prefill_size
-    if seq_len - done > n:
-        end = done + n
-        if cfg.align_size:
-            aligned = end // cfg.align_size * cfg.align_size
-            end = aligned if aligned > done else end
-        return end, forced
-    return seq_len, forced
+    size = sizing.resumed_piece(done, seq_len, cfg.chunked_prefill_size, baseline, cfg.align_size)
+    return size.end, size.forced
 
 
 def _silent_round(cfg: Config, chunked, base_end: Prov | None, index: int, time, block, until=None):
@@ -315,15 +306,7 @@ def _resumed_end(cfg: Config, start: int, spent: int) -> int | None:
     """The end of a non-last resumed piece from ``start`` whose page-ceiled length is
     ``spent``: aligned down to the checkpoint align unless that would reach the start.
     None when no such piece exists (so it must have started elsewhere)."""
-    page, align = cfg.page_size, cfg.align_size
-    for n in range(spent, max(spent - page, 0), -1):  # raw lengths with that ceiling
-        end = start + n
-        if align:
-            aligned = end // align * align
-            end = aligned if aligned > start else end
-        if cfg.ceil_page(end - start) == spent:
-            return end
-    return None
+    return sizing.resumed_end_for(start, spent, cfg.page_size, cfg.align_size)
 
 
 def rebuild_rounds(

@@ -11,7 +11,7 @@ from kvforensics.errors import InputError
 from kvforensics.model import (
     Config,
     Inflight,
-    PagePool,
+    NodeState,
     PrefillNode,
     Request,
     Timing,
@@ -46,7 +46,6 @@ class Scenario:
     def build_node(self, policy: str, *, record: bool = True) -> PrefillNode:
         if self.trace is not None:
             return self.trace.build_node(self, policy, record=record)
-        page = self.cfg.page_size
         entries: dict[str, int] = {}
         carved = 0
         reqs = []
@@ -64,44 +63,42 @@ class Scenario:
                 f"evictable pool ({self.evictable})"
             )
         # The rest of the evictable cache is anonymous and older: evicted first.
-        pool_entries = {"cache": self.evictable - carved, **entries}
-        pool = PagePool(
-            page_size=page,
-            size=self.cfg.pool_size,
-            free=self.free,
-            evictable=pool_entries,
-            cache_kind=self.cfg.cache_kind,
-        )
-        inflight = []
-        for item in self.inflight:
-            pool.held[item["rid"]] = int(item["tokens"])
-            inflight.append(Inflight(item["rid"], float(item["done_at"])))
+        held = [(str(item["rid"]), int(item["tokens"])) for item in self.inflight]
+        inflight = [Inflight(str(item["rid"]), float(item["done_at"])) for item in self.inflight]
         chunked = None
         if self.chunked is not None:
             chunked = _request(self.chunked)
             chunked.done = int(self.chunked["done"])
             chunked.admitted_round = self.first_round - 1
-            pool.held[chunked.rid] = self.cfg.ceil_page(chunked.done) - chunked.device_prefix
-        held = sum(pool.held.values())
-        if pool.baseline() + held > self.cfg.pool_size:
+            held.append((chunked.rid, self.cfg.ceil_page(chunked.done) - chunked.device_prefix))
+        total = self.free + self.evictable + sum(t for _, t in held)
+        if total > self.cfg.pool_size:
             raise InputError(
-                f"scenario {self.name}: free + evictable + held ({pool.baseline() + held}) "
+                f"scenario {self.name}: free + evictable + held ({total}) "
                 f"exceed pool_size {self.cfg.pool_size}"
             )
-        return PrefillNode(
-            self.cfg,
-            get_policy(policy),
-            pool,
-            waiting=reqs,
+        state = NodeState(
+            free=self.free,
+            evictable=(("cache", self.evictable - carved), *entries.items()),
+            held=tuple(held),
+            waiting=tuple(reqs),
             chunked=chunked,
-            inflight=inflight,
-            arrivals=[_request(a) for a in self.arrivals],
-            timing=self.timing,
-            profile=get_profile(self.profile),
+            inflight=tuple(inflight),
             first_round=self.first_round,
             start_time=self.start_time,
-            record=record,
         )
+        try:
+            return PrefillNode.from_state(
+                self.cfg,
+                get_policy(policy),
+                state,
+                arrivals=[_request(a) for a in self.arrivals],
+                timing=self.timing,
+                profile=get_profile(self.profile),
+                record=record,
+            )
+        except ValueError as exc:
+            raise InputError(f"scenario {self.name}: {exc}") from None
 
 
 def _request(spec: dict[str, Any]) -> Request:

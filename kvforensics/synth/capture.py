@@ -7,7 +7,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from kvforensics.model import Config, OutOfMemory, PrefillNode, RoundRecord
-from kvforensics.model.ledger import NAMES
 
 
 @dataclass(slots=True)
@@ -54,7 +53,7 @@ def capture_run(node: PrefillNode, *, max_rounds: int | None = None) -> Capture:
         out = node.step()
         if out is None:
             break
-        new = [dict(zip(NAMES, r, strict=True)) for r in rows[k:]]
+        new = [r._asdict() for r in rows[k:]]
         steps = [r for r in new if r["call"] != "allocate"]
         if isinstance(out, OutOfMemory):
             planned = [

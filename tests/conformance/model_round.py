@@ -28,7 +28,7 @@ import time
 from dataclasses import dataclass
 
 from kvforensics.model.config import Config
-from kvforensics.model.ledger import NAMES, Ledger
+from kvforensics.model.ledger import Ledger, Step
 from kvforensics.model.node import PrefillNode
 from kvforensics.model.policies import get_policy
 from kvforensics.model.pool import PagePool
@@ -54,9 +54,11 @@ class RecordingLedger(Ledger):
         self.pool = pool
         self.records: list[dict] = []
 
-    def step(self, *args, **kwargs) -> None:
-        super().step(*args, **kwargs)
-        row = dict(zip(NAMES, self.rows[-1], strict=True))  # the row just written
+    def add(self, step: Step) -> None:
+        super().add(step)
+        if step.call == "allocate":
+            return
+        row = step._asdict()
         call, t1, c1 = row["call"], row["total_offset_after"], row["cur_offset_after"]
         chunk1, decision, state = row["rem_chunk_after"], row["decision"], row["budget_state"]
         start, end, load_back = row["start"], row["end"], row["load_back"]
@@ -124,7 +126,7 @@ def build_node(spec: dict) -> PrefillNode:
     chunked = None
     if ch is not None:
         chunked = Request(ch["rid"], ch["seq_len"], done=ch["start"], admitted_round=-1)
-        pool.held[ch["rid"]] = cfg.ceil_page(ch["start"])
+        pool.hold(ch["rid"], cfg.ceil_page(ch["start"]))
     return PrefillNode(
         cfg,
         get_policy(POLICY),

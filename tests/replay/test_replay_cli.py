@@ -50,7 +50,9 @@ def test_replay_pp0_reproduces_the_incident(pp0_only):
     assert (rc_["unaligned_piece"], rc_["aligned_piece"]) == (2496, 2304)
     delays = {x["rid"]: x for x in d["policies"]["fixed"]["delays"]}
     assert delays[C]["delay_s"] > 0  # the fix's cost: C waits for memory
-    assert rc in (0, 3)
+    # PP0 alone: every logged number agrees and the evidence holds together.
+    assert (d["fidelity"]["mismatches"], d["contradictions"]) == ([], [])
+    assert rc == 0
 
 
 def rounds_json(*files):
