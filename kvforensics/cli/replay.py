@@ -24,7 +24,7 @@ def replay(
     logs: Annotated[list[Path], typer.Argument(help="Log files of the incident (PP0 at least).")],
     policy: Annotated[
         str, typer.Option(help="Policies to run besides prefix.")
-    ] = "fixed,upstream,drain",
+    ] = "fixed,upstream,drain,park",
     fmt: Annotated[str, typer.Option("--format", help="table | json")] = "table",
     transfer_seconds: Annotated[
         float | None, typer.Option(help="KV transfer time; default: inferred from the log.")
@@ -64,9 +64,11 @@ def replay(
     else:
         console.print("[bold]No out of memory in these logs.[/]")
     fid = d["fidelity"]
+    drops = fid.get("unexplained_drops", 0)
     console.print(
         f"Fidelity under prefix: {fid['rounds_checked']} logged rounds re-run, "
         f"{len(fid['mismatches'])} mismatch(es)"
+        + (f", {drops} unexplained baseline fall(s)" if drops else "")
         + (
             ""
             if rr.reproduced is None
@@ -98,7 +100,7 @@ def replay(
                 f"  {name}: {x['rid']} first token {x['delay_s']:+.2f} s later than under prefix"
             )
     console.print("[bold]Verdict[/]")
-    for line in verdict_text(d["root_cause"], o, rr.results):
+    for line in verdict_text(d["root_cause"], o, rr.results, rr.causes):
         console.print("  " + line)
     if d["contradictions"]:
         console.print(f"{len(d['contradictions'])} contradiction(s) in the evidence, e.g.:")
