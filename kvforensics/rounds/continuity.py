@@ -16,37 +16,12 @@ there (a restart, a lost file, two bundles joined), and the gap is noted instead
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass, field
 
+from kvforensics.rounds.drop import Drop
 from kvforensics.rounds.rebuild import Rebuild, Round
 
 #: seconds without a line after which the log is no record of the node
 SILENCE_S = 60
-
-
-@dataclass(frozen=True, slots=True)
-class Drop:
-    """A fall of the baseline that the logged allocations and load-backs do not explain.
-
-    ``tokens`` is the least the evidence forces; ``bounds`` is (least, most): they differ
-    when the first check's prefix lock may account for part of the fall, or a silent
-    round's piece only brackets the baseline.
-    """
-
-    after_round: int
-    before_round: int
-    tokens: int
-    bounds: tuple[int, int]
-    evidence: list[str] = field(default_factory=list)
-
-    def as_dict(self) -> dict:
-        return {
-            "after_round": self.after_round,
-            "before_round": self.before_round,
-            "tokens": self.tokens,
-            "bounds": list(self.bounds),
-            "evidence": list(self.evidence),
-        }
 
 
 def _check(prev: Round, rnd: Round, page: int) -> Drop | None:
