@@ -17,6 +17,8 @@ from kvforensics.cli import app
 from kvforensics.cli._common import console, print_json, print_log_summary, split_policies
 from kvforensics.cli.rounds import Align, Chunk, Formats, PageSize, Pool, overrides
 from kvforensics.replay import replay_logs, verdict_text
+from kvforensics.scan import whole_log, whole_log_dict
+from kvforensics.scan.terminal import whole_log_line
 
 
 @app.command()
@@ -47,6 +49,8 @@ def replay(
         formats=formats,
     )
     d = rr.as_dict()
+    wl = whole_log(rr)
+    d["whole_log"] = whole_log_dict(wl)
     if fmt == "json":
         print_json(d)
         sys.exit(rr.exit_code())
@@ -63,6 +67,7 @@ def replay(
         )
     else:
         console.print("[bold]No out of memory in these logs.[/]")
+    console.print(whole_log_line(wl), highlight=False)
     fid = d["fidelity"]
     console.print(
         f"Fidelity under prefix: {fid['rounds_checked']} logged rounds re-run, "
