@@ -8,6 +8,7 @@ writes: one directory per node); ``file`` makes every file its own node.
 from __future__ import annotations
 
 import glob
+import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -111,3 +112,14 @@ def _remote(url: str) -> tuple[list[str], str | None]:
     if not hits:
         return [], "no log files here"
     return sorted(fs.unstrip_protocol(h) for h in hits), None
+
+
+def short_names(nodes: list[str]) -> tuple[str, dict[str, str]]:
+    """The nodes' common directory and each node's name below it (URLs stay whole)."""
+    if not nodes or any(is_url(n) for n in nodes):
+        return "", {n: n for n in nodes}
+    full = {n: os.path.abspath(n) for n in nodes}
+    base = os.path.commonpath(list(full.values()))
+    if len(nodes) == 1:
+        base = os.path.dirname(base)
+    return base, {n: os.path.relpath(f, base) for n, f in full.items()}

@@ -3,14 +3,13 @@
 
 from __future__ import annotations
 
-import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 import polars as pl
 
 from kvforensics.errors import InputError
+from kvforensics.outputs import atomic_write, check_not_input
 from kvforensics.scan.discover import discover, is_url
 from kvforensics.scan.engines import run_tasks
 from kvforensics.scan.records import NodeScan
@@ -171,23 +170,16 @@ def write_parquet(fleet: Fleet, out: Path, inputs: list[str]) -> list[Path]:
     """``out``: the nodes table; beside it ``<stem>.gap_admissions.parquet``. Each file is
     written to a temporary name in its folder and renamed (never half a file)."""
     gaps = out.with_name(f"{out.stem}.gap_admissions{out.suffix or '.parquet'}")
-    given = {Path(p).resolve() for f in fleet.nodes for p in f.files if not is_url(p)}
-    given |= {Path(p).resolve() for p in inputs if not is_url(p)}
+    given = [Path(p) for p in inputs_of(fleet, inputs)]
     for target in (out, gaps):
-        if target.resolve() in given:
-            raise InputError(f"{target}: is one of the input logs; give another -o")
-    _atomic(fleet.nodes_frame(), out)
-    _atomic(fleet.gaps_frame(), gaps)
+        check_not_input(target, given)
+    nodes = fleet.nodes_frame()
+    atomic_write(out, nodes.write_parquet)
+    atomic_write(gaps, fleet.gaps_frame().write_parquet)
     return [out, gaps]
 
 
-def _atomic(frame: pl.DataFrame, path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    os.close(fd)
-    try:
-        frame.write_parquet(tmp)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+def inputs_of(fleet: Fleet, given: list[str]) -> list[str]:
+    """The local files a scan read (an output must not land on one of them)."""
+    files = [p for n in fleet.nodes for p in n.files] + list(given)
+    return [p for p in files if not is_url(p)]

@@ -60,6 +60,7 @@ class WholeLog:
     """The whole-log findings of one node."""
 
     gap_admissions: tuple[GapAdmission, ...]
+    #: the lowest margin of each stretch of rounds, in round order (the tightest among them)
     margins: tuple[Margin, ...]
     refused: dict[str, tuple[Refusal, ...]]
     rounds_rerun: int

@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-import os
-
 from rich.console import Console
 from rich.table import Table
 
+from kvforensics.scan.discover import short_names
 from kvforensics.scan.fleet import Fleet
 from kvforensics.scan.records import NodeScan
 
 
 def print_fleet(fleet: Fleet, console: Console) -> None:
-    base = _common_dir([n.node for n in fleet.nodes])
+    base, names = short_names([n.node for n in fleet.nodes])
     t = Table(title=f"Fleet scan of {base or '.'}", title_justify="left", show_lines=True)
     for col, just, width in (
         ("node", "left", None),
@@ -25,7 +24,7 @@ def print_fleet(fleet: Fleet, console: Console) -> None:
     ):
         t.add_column(col, justify=just, overflow="fold", min_width=width)
     for n in fleet.nodes:
-        t.add_row(*_cells(n, base))
+        t.add_row(*_cells(n, names[n.node]))
     console.print(t)
     for path, reason in fleet.unreadable():
         console.print(f"[yellow]unreadable[/]: {path}: {reason}", highlight=False)
@@ -44,14 +43,7 @@ def print_fleet(fleet: Fleet, console: Console) -> None:
     )
 
 
-def _common_dir(nodes: list[str]) -> str:
-    if len(nodes) < 2:
-        return os.path.dirname(nodes[0]) if nodes else ""
-    return os.path.commonpath(nodes) if all("://" not in n for n in nodes) else ""
-
-
-def _cells(n: NodeScan, base: str) -> list[str]:
-    short = os.path.relpath(n.node, base) if base else n.node
+def _cells(n: NodeScan, short: str) -> list[str]:
     name = f"{short}\n{len(n.files)} file{'s' if len(n.files) != 1 else ''}"
     if n.error:
         return [name, "-", "[red]not scanned[/]", "-", "-", "-", "-"]
@@ -63,12 +55,12 @@ def _cells(n: NodeScan, base: str) -> list[str]:
         for o in d["ooms"]
     )
     tight = d["tightest_margin"]
-    margin = f"{tight['margin']}\nround {tight['round']}" if tight else "-"
+    margin = f"{tight['margin']}\nat {tight['round']}" if tight else "-"
     fixed = d["refused"].get("fixed")
     refuses = "-"
     if fixed:
         delays = [x["delay_s"] for x in fixed["delays"] if x["delay_s"] is not None]
-        refuses = f"{fixed['requests']}" + (f"\n≤ +{max(delays):.2f} s" if delays else "")
+        refuses = f"{fixed['requests']}" + (f"\n+{max(delays):.2f} s" if delays else "")
     fid = f"{n.mismatches} / {n.contradictions}"
     gaps = str(len(d["gap_admissions"]))
     return [name, str(n.rounds), ooms or "none", gaps, margin, refuses, fid]

@@ -24,6 +24,8 @@ ADDER_CALLS = ("add_one_req", "add_chunked_req")
 ADMITTED = ("full", "truncated")
 #: a forward run to measure a refused request's delay stops here
 FORWARD_ROUNDS = 1_000
+#: margins kept per node: the lowest of each stretch of rounds (the result stays small)
+MARGIN_POINTS = 256
 
 
 @dataclass(slots=True)
@@ -126,7 +128,21 @@ def whole_log(rr) -> WholeLog:
             refused[policy].extend((rnd, rid) for rid in run.admitted() if rid not in kept)
     notes: list[str] = []
     delays = {p: _delays(rr, p, refused[p], notes) for p in fixes}
-    return WholeLog(tuple(gaps), tuple(margins), delays, n, tuple(dict.fromkeys(notes)))
+    return WholeLog(
+        tuple(gaps), lowest_per_stretch(margins), delays, n, tuple(dict.fromkeys(notes))
+    )
+
+
+def lowest_per_stretch(margins: list[Margin], points: int = MARGIN_POINTS) -> tuple[Margin, ...]:
+    """At most ``points`` margins: the lowest of each run of consecutive rounds, so the
+    tightest one is always kept."""
+    if len(margins) <= points:
+        return tuple(margins)
+    size = -(-len(margins) // points)
+    return tuple(
+        min(margins[i : i + size], key=lambda m: (m.margin, m.round))
+        for i in range(0, len(margins), size)
+    )
 
 
 def _delays(

@@ -63,7 +63,7 @@ def test_scan_of_nothing_and_writing_over_an_input_are_one_line_errors(fleet_dir
     log = fleet_dir / "clean" / "pp0.log"
     before = log.read_bytes()
     r = cli("scan", log, "--jobs", "1", "-o", log)
-    assert r.returncode == 2 and "is one of the input logs" in r.stderr
+    assert r.returncode == 2 and "it is one of the input files" in r.stderr
     assert log.read_bytes() == before
 
 
