@@ -9,7 +9,17 @@ import typer
 
 from kvforensics.cli import app
 from kvforensics.cli._common import console, print_json, progress_bar, split_policies
-from kvforensics.cli.rounds import Align, Chunk, Formats, PageSize, Pool, overrides
+from kvforensics.cli._inputs import (
+    Align,
+    Chunk,
+    Formats,
+    LogOptions,
+    PageSize,
+    Pool,
+    Rank,
+    TransferSeconds,
+    check_format,
+)
 
 
 @app.command()
@@ -34,26 +44,23 @@ def scan(
         Path | None, typer.Option(help="Write a markdown summary and figures here.")
     ] = None,
     policy: Annotated[str, typer.Option(help="Policies run forward besides prefix.")] = "fixed",
-    transfer_seconds: Annotated[
-        float | None, typer.Option(help="KV transfer time; default: inferred per node.")
-    ] = None,
+    transfer_seconds: TransferSeconds = None,
     page_size: PageSize = None,
     align: Align = None,
     chunk_size: Chunk = None,
     pool_size: Pool = None,
-    rank: Annotated[str | None, typer.Option(help="The deciding rank.")] = None,
+    rank: Rank = None,
     formats: Formats = None,
 ) -> None:
     """Scan a fleet's logs: out-of-memory causes, gap admissions, margins, what fixes refuse."""
-    from kvforensics.errors import InputError
     from kvforensics.scan import ScanOptions, scan, write_parquet
     from kvforensics.scan.terminal import print_fleet
 
-    if fmt not in ("table", "json"):
-        raise InputError(f"--format {fmt}: choose from table, json")
+    check_format(fmt, ("table", "json"))
+    given = LogOptions(page_size, align, chunk_size, pool_size, rank, formats, transfer_seconds)
     opts = ScanOptions(
         policies=tuple(split_policies(policy)),
-        overrides=tuple(overrides(page_size, align, chunk_size, pool_size).items()),
+        overrides=tuple(given.overrides().items()),
         transfer_seconds=transfer_seconds,
         rank=rank,
         formats=tuple(str(f) for f in formats or ()),
