@@ -119,14 +119,54 @@ def _pairs(rb: Rebuild, rank: str, what: str, rounds: list[Round], lines: list[d
     return [(r, ln) for r, ln in pairs if r is not None and ln is not None]
 
 
+#: every rank's log ends at the same crash; ends further apart than this are different runs
+END_SLACK_S = 60.0
+
+
+def _rank_span(events: pl.DataFrame, rank: str) -> tuple[object, object, list[str]] | None:
+    ev = events.filter((pl.col("rank") == rank) & pl.col("time").is_not_null())
+    if not ev.height:
+        return None
+    return ev["time"].min(), ev["time"].max(), sorted(ev["file"].unique().to_list())
+
+
+def _apart(rb: Rebuild, events: pl.DataFrame, rank: str) -> bool:
+    """True (and one contradiction recorded) when ``rank``'s lines cannot be paired with
+    the deciding rank's rounds from the end: their times do not overlap, or they end far
+    apart. Without times there is nothing to tell, so they are compared."""
+    ours, theirs = _rank_span(events, rb.rank), _rank_span(events, rank)
+    if ours is None or theirs is None:
+        return False
+    (a0, a1, af), (b0, b1, bf) = ours, theirs
+    if b0 > a1 or a0 > b1:
+        why = "their time ranges do not overlap"
+    elif abs((b1 - a1).total_seconds()) > END_SLACK_S:
+        why = f"they end {abs((b1 - a1).total_seconds()):.0f} s apart, so not at the same crash"
+    else:
+        return False
+    rb.contradictions.append(
+        {
+            "round": None,
+            "what": "different times",
+            "detail": f"{rank} ({', '.join(bf)}: {b0} to {b1}) and {rb.rank} "
+            f"({', '.join(af)}: {a0} to {a1}): {why}; {rank}'s lines are not compared",
+        }
+    )
+    return True
+
+
 def cross_check(rb: Rebuild, events: pl.DataFrame) -> None:
     """Attach PP3 batch lines and PP replay plans to ``rb``'s rounds; record contradictions."""
+    if not rb.rounds:
+        return  # nothing to compare against (the deciding rank printed no round)
     batches = events.filter(pl.col("kind") == "prefill_batch").sort(["file", "line"])
     for rank in batches["rank"].unique().sort().to_list() if batches.height else []:
-        _check_batches(rb, rank, batches.filter(pl.col("rank") == rank).to_dicts())
+        if not _apart(rb, events, rank):
+            _check_batches(rb, rank, batches.filter(pl.col("rank") == rank).to_dicts())
     plans = events.filter(pl.col("kind") == "replay_plan").sort(["file", "line"])
     for rank in plans["rank"].unique().sort().to_list() if plans.height else []:
-        _check_plans(rb, rank, plans.filter(pl.col("rank") == rank).to_dicts())
+        if not _apart(rb, events, rank):
+            _check_plans(rb, rank, plans.filter(pl.col("rank") == rank).to_dicts())
 
 
 def _forwarded(rb: Rebuild) -> list[Round]:
