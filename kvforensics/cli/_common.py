@@ -58,6 +58,12 @@ def print_log_summary(summary) -> None:
             highlight=False,
             markup=False,
         )
+    if summary.unreadable:
+        console.print(
+            f"[yellow]{summary.unreadable} line(s) hold numbers a log cannot mean[/]; not used"
+        )
+    for path, line, why in summary.unreadable_samples[:3]:
+        console.print(f"  unreadable: {path}:{line}: {why}", highlight=False, markup=False)
     for path in summary.cut_lines:
         console.print(f"[yellow]{path} ends in a cut line[/]: the log stops mid-write")
     for gap in summary.gaps:

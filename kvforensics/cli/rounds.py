@@ -52,7 +52,9 @@ def rounds(
 ) -> None:
     """Rebuild the rounds: observed, derived and inferred pieces, baselines and decisions."""
     events, summary = read_events(logs, extra_formats=formats, progress=True)
-    cfg, conf = read_config(events, overrides(page_size, align, chunk_size, pool_size))
+    cfg, conf = read_config(
+        events, overrides(page_size, align, chunk_size, pool_size), summary.unreadable_samples
+    )
     rb = rebuild_rounds(events, cfg, conf, rank=rank)
     cross_check(rb, events)
     if fmt == "json":
