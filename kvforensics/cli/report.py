@@ -10,6 +10,7 @@ import typer
 from kvforensics.cli import app
 from kvforensics.cli._common import console
 from kvforensics.errors import InputError
+from kvforensics.outputs import check_output
 from kvforensics.replay import verdict_text
 from kvforensics.report.inputs import are_logs, replay_inputs, run_scenario
 from kvforensics.report.report import write_report
@@ -29,6 +30,7 @@ def report(
 ) -> None:
     """Write report.md, figures, ledgers and events (Parquet and CSV) for a replay or a scenario."""
     names = [p.strip() for p in policies.split(",") if p.strip()]
+    check_output(out, inputs, directory=True)
     if are_logs(inputs):
         rr, results = replay_inputs(inputs, names)
         d = rr.as_dict()
