@@ -11,6 +11,7 @@ from rich.table import Table
 
 from kvforensics.cli import app
 from kvforensics.cli._common import console, print_json, progress_bar, split_policies
+from kvforensics.cli._inputs import check_format
 from kvforensics.ledger_io import ledger_format, write_frame
 from kvforensics.outputs import check_output
 from kvforensics.scenario import load_scenario
@@ -30,11 +31,10 @@ def simulate(
     ] = None,
 ) -> None:
     """Re-run a scenario's rounds under each policy and show decisions, pieces and any OOM."""
+    check_format(fmt, ("table", "json"))
     if ledger is not None:
         check_output(ledger, [scenario])
         ledger_format(ledger)
-    if fmt not in ("table", "json"):
-        raise typer.BadParameter("--format must be table or json")
     sc = load_scenario(scenario)
     results = []
     with progress_bar() as bar:
