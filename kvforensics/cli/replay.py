@@ -34,6 +34,8 @@ from kvforensics.cli._inputs import (
 )
 from kvforensics.replay import replay_logs, verdict_text
 from kvforensics.report.terminal import FitTable
+from kvforensics.scan import whole_log, whole_log_dict
+from kvforensics.scan.terminal import whole_log_line
 
 
 @app.command()
@@ -56,6 +58,8 @@ def replay(
     opts = LogOptions(page_size, align, chunk_size, pool_size, rank, formats, transfer_seconds)
     rr = replay_logs(logs, split_policies(policy), progress=fmt != "json", **opts.replay_kwargs())
     d = rr.as_dict()
+    wl = whole_log(rr)
+    d["whole_log"] = whole_log_dict(wl)
     if fmt == "json":
         print_json(d)
         sys.exit(rr.exit_code())
@@ -72,6 +76,7 @@ def replay(
         )
     else:
         console.print("[bold]No out of memory in these logs.[/]")
+    print_para(whole_log_line(wl), indent=0, hang=2)
     fid = d["fidelity"]
     console.print(
         f"Fidelity under prefix: {fid['rounds_checked']} logged rounds re-run, "
