@@ -670,7 +670,8 @@ def rebuild_rounds(
             rnd.index = len(out)
             out.append(rnd)
         if rnd.oom is not None:
-            if chunked and rnd not in out:
+            # an out-of-memory without its size says only that it happened
+            if chunked and rnd not in out and rnd.oom["tokens"] is not None:
                 rid, seq, done = chunked
                 tokens = rnd.oom["tokens"]
                 start, placed = _oom_start(cfg, chunked, base_end, tokens)
