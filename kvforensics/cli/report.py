@@ -20,6 +20,7 @@ from kvforensics.cli._inputs import (
     TransferSeconds,
 )
 from kvforensics.errors import InputError
+from kvforensics.outputs import check_output
 from kvforensics.report.figures import HISTORY_ROUNDS
 from kvforensics.report.inputs import are_logs, replay_inputs, run_scenario
 from kvforensics.report.report import write_report
@@ -32,7 +33,7 @@ def report(
     out: Annotated[Path, typer.Option("-o", "--out", help="Directory to write into.")],
     policy: Annotated[
         str, typer.Option(help="Comma-separated policies.")
-    ] = "prefix,fixed,upstream,drain",
+    ] = "prefix,fixed,upstream,drain,park",
     round_no: Annotated[
         int | None, typer.Option("--round", help="Round to explain (default: where policies part).")
     ] = None,
@@ -53,6 +54,7 @@ def report(
 ) -> None:
     """Write report.md, figures, ledgers and events (Parquet and CSV) for a replay or a scenario."""
     names = split_policies(policy)
+    check_output(out, inputs, directory=True)
     opts = LogOptions(page_size, align, chunk_size, pool_size, rank, formats, transfer_seconds)
     if are_logs(inputs):
         rr, results = replay_inputs(inputs, names, **opts.replay_kwargs())

@@ -33,6 +33,11 @@ LIMITS = {
         "waits a round, and the chunk budget left after the truncation goes unused.",
         "Like `fixed`, it does nothing against a pool that is full for other reasons.",
     ],
+    "park": [
+        "As `fixed`, and a resumed chunk with no memory left waits instead of being "
+        "forced: that request's first token waits for KV transfers to give memory back.",
+        "Like `fixed`, it does nothing against a pool that is full for other reasons.",
+    ],
     "upstream": [
         "It drops the checkpoint alignment the fork needs for its checkpoints. The tail is "
         "still not reserved: it is safe here only because no request is looked at after a "
@@ -84,6 +89,9 @@ def summary(rr: ReplayResult, names: list[str]) -> list[str]:
             f"{o.get('rid')} tried to allocate {o['tokens']} tokens with {o['available']} "
             f"available in round {o.get('round')}{_ref(o.get('where'))}."
         )
+    held = [c for c in getattr(rr, "causes", None) or [] if c.held]
+    if held:
+        out.append("Cause: " + "; ".join(f"{c.summary} (`{c.id}`)" for c in held) + ".")
     rep = {True: "reproduces it", False: "does **not** reproduce it", None: ""}[rr.reproduced]
     out.append(
         f"Re-run under `prefix` (the code as it ran), {_n(fid['rounds_checked'], 'logged round')} "
@@ -249,11 +257,13 @@ def out_of_memory(rr: ReplayResult, rc: dict) -> list[str]:
 
 
 def story(rr: ReplayResult, rc: dict | None) -> list[str]:
-    """The events in the order they happened, or what the replay could say without them."""
-    if rc is None:
+    """The events in the order they happened when the unreserved tail is the cause; for
+    any other cause the catalogue's own story (`kvforensics.causes`)."""
+    tail = rr.cause("unreserved_tail") if hasattr(rr, "cause") else None
+    if rc is None or (tail is not None and not tail.held):
         from kvforensics.replay import verdict_text
 
-        lines = verdict_text(None, rr.observed_oom, rr.results)
+        lines = verdict_text(rc, rr.observed_oom, rr.results, getattr(rr, "causes", None))
         return ["## What happened", "", *lines, ""]
     return [
         "## What happened",
@@ -373,9 +383,24 @@ def limits(rr: ReplayResult, names: list[str]) -> list[str]:
     return out
 
 
+def causes_table(rr: ReplayResult) -> list[str]:
+    """Every cause the catalogue checked, held or not, with its evidence."""
+    found = getattr(rr, "causes", None) or []
+    if not found:
+        return []
+    said = {True: "held", False: "ruled out", None: "cannot tell"}
+    rows = [[f"`{c.id}`", said[c.held], c.summary, "; ".join(c.evidence) or "-"] for c in found]
+    return [
+        "### Causes checked",
+        "",
+        _fmt.md_table(["cause", "verdict", "why", "evidence"], rows),
+        "",
+    ]
+
+
 def evidence(rr: ReplayResult) -> list[str]:
     d = rr.as_dict()
-    out = ["## Evidence", "", "### Configuration", ""]
+    out = ["## Evidence", "", *causes_table(rr), "### Configuration", ""]
     rows = [
         [k, v["value"], v["provenance"], ", ".join(v["evidence"]) or "-"]
         for k, v in d["config"].items()
@@ -411,7 +436,9 @@ def evidence(rr: ReplayResult) -> list[str]:
         out += ["", _fmt.md_table(["round", "request", "field", "logged", "model", "where"], rows)]
     out += ["", "### Contradictions in the evidence", ""]
     cs = d["contradictions"]
-    out += [f"- {_round_of(c)}{c['what']}: {c['detail']}" for c in cs[:20]] or ["No contradictions."]
+    out += [f"- {_round_of(c)}{c['what']}: {c['detail']}" for c in cs[:20]] or [
+        "No contradictions."
+    ]
     out.append("")
     return out
 
