@@ -34,6 +34,8 @@ from kvforensics.cli._inputs import (
 )
 from kvforensics.replay import replay_logs, verdict_text
 from kvforensics.report.terminal import FitTable
+from kvforensics.scan import whole_log, whole_log_dict
+from kvforensics.scan.terminal import whole_log_line
 
 
 @app.command()
@@ -41,7 +43,7 @@ def replay(
     logs: Annotated[list[Path], typer.Argument(help="Log files of the incident (PP0 at least).")],
     policy: Annotated[
         str, typer.Option(help="Policies to run besides prefix.")
-    ] = "fixed,upstream,drain",
+    ] = "fixed,upstream,drain,park",
     fmt: Annotated[str, typer.Option("--format", help="table | json")] = "table",
     transfer_seconds: TransferSeconds = None,
     page_size: PageSize = None,
@@ -56,6 +58,8 @@ def replay(
     opts = LogOptions(page_size, align, chunk_size, pool_size, rank, formats, transfer_seconds)
     rr = replay_logs(logs, split_policies(policy), progress=fmt != "json", **opts.replay_kwargs())
     d = rr.as_dict()
+    wl = whole_log(rr)
+    d["whole_log"] = whole_log_dict(wl)
     if fmt == "json":
         print_json(d)
         sys.exit(rr.exit_code())
@@ -72,10 +76,13 @@ def replay(
         )
     else:
         console.print("[bold]No out of memory in these logs.[/]")
+    print_para(whole_log_line(wl), indent=0, hang=2)
     fid = d["fidelity"]
+    drops = fid.get("unexplained_drops", 0)
     console.print(
         f"Fidelity under prefix: {fid['rounds_checked']} logged rounds re-run, "
         f"{len(fid['mismatches'])} mismatch(es)"
+        + (f", {drops} unexplained baseline fall(s)" if drops else "")
         + (
             ""
             if rr.reproduced is None
@@ -94,7 +101,7 @@ def replay(
                 f"{name}: {x['rid']} first token {x['delay_s']:+.2f} s later than under prefix"
             )
     console.print("[bold]Verdict[/]")
-    for line in verdict_text(d["root_cause"], o, rr.results):
+    for line in verdict_text(d["root_cause"], o, rr.results, rr.causes):
         print_para(line)
     if d["contradictions"]:
         print_contradictions(d["contradictions"], limit=5)

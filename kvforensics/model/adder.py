@@ -75,6 +75,8 @@ class PrefillAdder:
         cfg, b = self.cfg, self.budget
         base = self.pool.baseline()
         t0, c0, chunk0, input0 = b.total_offset, b.cur_offset, b.rem_chunk, b.rem_input
+        if min(chunk0, base - t0) <= 0 and self.policy.parks(self.deciding):
+            return self._park(req, base, t0, c0, chunk0, input0)
         start = req.done
         # When memory is gone the piece is taken anyway (forced): the incident's last step.
         size = sizing.resumed_piece(start, req.seq_len, chunk0, base - t0, self.align)
@@ -115,6 +117,44 @@ class PrefillAdder:
                 forced=size.forced,
                 unaligned_end=size.unaligned_end,
                 tail_need=tail_need if size.truncated else None,
+                rem_input_tokens=input0,
+                rem_input_after=b.rem_input,
+            )
+        )
+
+    def _park(self, req: Request, base: int, t0: int, c0: int, chunk0: int, input0: int) -> Step:
+        """No piece this round: the request stays chunked, nothing is charged, and the
+        budget (memory gone) keeps the waiting queue out too."""
+        self.new_chunked = req
+        b = self.budget
+        self.step += 1
+        return self._record(
+            Step(
+                round=self.round,
+                step=self.step,
+                call="add_chunked_req",
+                rid=req.rid,
+                seq_len=req.seq_len,
+                device_prefix=req.device_prefix,
+                host_hit=req.host_hit,
+                baseline=base,
+                baseline_after=base,
+                total_offset_before=t0,
+                total_offset_after=b.total_offset,
+                cur_offset_before=c0,
+                cur_offset_after=b.cur_offset,
+                rem_total_tokens=base - t0,
+                cur_rem_tokens=base - c0,
+                rem_chunk_tokens=chunk0,
+                rem_chunk_after=b.rem_chunk,
+                decision="parked",
+                start=req.done,
+                end=req.done,
+                load_back=0,
+                budget_state=b.state(base).value,
+                reserved_tail=0,
+                forced=False,
+                reason=f"rem_total_tokens {base - t0} <= 0: parked",
                 rem_input_tokens=input0,
                 rem_input_after=b.rem_input,
             )

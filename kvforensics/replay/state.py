@@ -37,6 +37,7 @@ def node_at(
     inflight: list[tuple[str, int, float]] = (),
     timing: Timing | None = None,
     start_time: float = 0.0,
+    outside: dict[int, int] | None = None,
 ) -> PrefillNode:
     """A node at the start of ``rnd``: its baseline, its chunked request, its queue."""
     cfg: Config = rb.cfg
@@ -82,4 +83,4 @@ def node_at(
         first_round=rnd.index,
         start_time=start_time,
     )
-    return PrefillNode.from_state(cfg, get_policy(policy), state, timing=timing)
+    return PrefillNode.from_state(cfg, get_policy(policy), state, timing=timing, outside=outside)
