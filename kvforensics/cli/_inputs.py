@@ -55,6 +55,29 @@ TransferSeconds = Annotated[
     ),
 ]
 
+Since = Annotated[
+    str | None,
+    typer.Option(
+        "--since",
+        help="Only rounds from this round number or time ('2026-11-02 15:00:00') on.",
+        rich_help_panel=_IN,
+    ),
+]
+Until = Annotated[
+    str | None,
+    typer.Option(
+        "--until", help="Only rounds up to this round number or time.", rich_help_panel=_IN
+    ),
+]
+NoProgress = Annotated[
+    bool,
+    typer.Option(
+        "--no-progress",
+        help="No progress bars on stderr (they are off anyway when stderr is not a terminal).",
+        rich_help_panel=_IN,
+    ),
+]
+
 
 @dataclass(frozen=True, slots=True)
 class LogOptions:
@@ -67,6 +90,21 @@ class LogOptions:
     rank: str | None = None
     formats: list[Path] | None = None
     transfer_seconds: float | None = None
+    since: str | None = None
+    until: str | None = None
+    no_progress: bool = False
+
+    def narrow(self):
+        """``--since``/``--until`` checked (a bad value is a one-line error)."""
+        from kvforensics.rounds.stream import Narrow
+
+        return Narrow.parse(self.since, self.until)
+
+    def progress(self) -> bool:
+        """Progress bars: asked for, and stderr is a terminal."""
+        import sys
+
+        return not self.no_progress and sys.stderr.isatty()
 
     def overrides(self) -> dict[str, int | None]:
         """The sizes, under the names the configuration reader uses."""

@@ -26,6 +26,7 @@ from kvforensics.cli._inputs import (
     Chunk,
     Formats,
     LogOptions,
+    NoProgress,
     PageSize,
     Pool,
     Rank,
@@ -52,11 +53,16 @@ def replay(
     pool_size: Pool = None,
     rank: Rank = None,
     formats: Formats = None,
+    no_progress: NoProgress = False,
 ) -> None:
     """Rebuild the rounds, check the model against them, re-run them under each policy."""
     check_format(fmt, ("table", "json"))
-    opts = LogOptions(page_size, align, chunk_size, pool_size, rank, formats, transfer_seconds)
-    rr = replay_logs(logs, split_policies(policy), progress=fmt != "json", **opts.replay_kwargs())
+    opts = LogOptions(
+        page_size, align, chunk_size, pool_size, rank, formats, transfer_seconds,
+        no_progress=no_progress,
+    )  # fmt: skip
+    progress = fmt != "json" and opts.progress()
+    rr = replay_logs(logs, split_policies(policy), progress=progress, **opts.replay_kwargs())
     d = rr.as_dict()
     wl = whole_log(rr)
     d["whole_log"] = whole_log_dict(wl)

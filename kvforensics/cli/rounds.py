@@ -14,16 +14,22 @@ from kvforensics.cli._inputs import (
     Chunk,
     Formats,
     LogOptions,
+    NoProgress,
     PageSize,
     Pool,
     Rank,
+    Since,
+    Until,
     check_format,
 )
-from kvforensics.logs import read_events
+from kvforensics.errors import InputError
+from kvforensics.outputs import atomic_write, check_output
 from kvforensics.replay import EXIT_MISMATCH
 from kvforensics.report.terminal import FitTable
-from kvforensics.rounds import cross_check, read_config, rebuild_rounds
+from kvforensics.rounds import from_logs
 from kvforensics.rounds.ranks import describe_rank
+from kvforensics.rounds.stream import LogStream, narrow_rounds
+from kvforensics.rounds.writers import SUFFIXES, write_rounds
 
 
 @app.command()
@@ -37,14 +43,33 @@ def rounds(
     pool_size: Pool = None,
     rank: Rank = None,
     formats: Formats = None,
+    output: Annotated[
+        Path | None,
+        typer.Option(
+            "-o",
+            "--output",
+            help="Write every round to FILE (.ndjson or .parquet) as it is rebuilt.",
+        ),
+    ] = None,
+    since: Since = None,
+    until: Until = None,
+    no_progress: NoProgress = False,
 ) -> None:
     """Rebuild the rounds: observed, derived and inferred pieces, baselines and decisions."""
     check_format(fmt, ("table", "json"))
-    opts = LogOptions(page_size, align, chunk_size, pool_size, rank, formats)
-    events, summary = read_events(logs, extra_formats=formats, progress=True)
-    cfg, conf = read_config(events, opts.overrides(), summary.unreadable_samples)
-    rb = rebuild_rounds(events, cfg, conf, rank=opts.rank)
-    cross_check(rb, events)
+    opts = LogOptions(
+        page_size, align, chunk_size, pool_size, rank, formats, None, since, until, no_progress
+    )
+    narrow = opts.narrow()
+    if output is not None:
+        _write(logs, output, opts, narrow)
+        return
+    got = from_logs(
+        logs, overrides=opts.overrides(), rank=opts.rank, formats=formats, progress=opts.progress()
+    )
+    events, summary, rb = got.events, got.summary, got.rebuild
+    if narrow:
+        rb.rounds = [r for r in rb.rounds if not (narrow.before(r) or narrow.after(r))]
     if fmt == "json":
         print_json({"log": summary.to_dict(), **rb.as_dict()})
         raise typer.Exit(EXIT_MISMATCH if rb.contradictions else 0)
@@ -94,3 +119,25 @@ def _table(rb, source: str, last: int) -> FitTable:
             f"{r.baseline_end.value}" if r.baseline_end else ("OOM" if r.oom else "?"),
         )
     return t
+
+
+def _write(logs: list[Path], output: Path, opts: LogOptions, narrow) -> None:
+    """Stream the rounds into ``output``; say how many, the out-of-memory, contradictions."""
+    if output.suffix not in SUFFIXES:
+        raise InputError(f"{output}: give a file ending in {' or '.join(SUFFIXES)}")
+    check_output(output, logs)
+    ls = LogStream(list(logs), opts.overrides(), opts.rank, opts.formats, opts.progress())
+    count: list[int] = []
+    atomic_write(output, lambda tmp: count.append(write_rounds(narrow_rounds(ls, narrow), tmp)))
+    print_log_summary(ls.summary)
+    console.print(f"{count[0]} rounds written to {output}", highlight=False)
+    oom = ls.rebuilder.oom if ls.rebuilder else None
+    if oom:
+        console.print(
+            f"[red]out of memory[/] in round {oom.get('round')} ({oom.get('rid')}): "
+            f"Try to allocate {oom['tokens']} tokens, {oom['available']} available ({oom['where']})"
+        )
+    found = ls.rebuilder.contradictions if ls.rebuilder else []
+    print_contradictions(found, limit=10)
+    raise typer.Exit(EXIT_MISMATCH if found else 0)
+

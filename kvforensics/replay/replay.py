@@ -10,14 +10,12 @@ from pathlib import Path
 import polars as pl
 
 from kvforensics.causes import Cause, find_causes
-from kvforensics.errors import InputError
-from kvforensics.logs import read_events
 from kvforensics.model import PrefillNode, RunResult, Timing
 from kvforensics.replay.fidelity import check_fidelity
 from kvforensics.replay.state import node_at
 from kvforensics.replay.transfers import estimate_latency, frees_and_finishes
 from kvforensics.replay.verdict import first_token_delays
-from kvforensics.rounds import Rebuild, cross_check, read_config, rebuild_rounds
+from kvforensics.rounds import Rebuild, from_logs
 from kvforensics.rounds.continuity import Drop, unexplained_drops
 from kvforensics.rounds.provenance import Prov
 
@@ -126,22 +124,10 @@ def replay_logs(
     progress: bool = False,
     formats: list[Path] | None = None,
 ) -> ReplayResult:
-    events, summary = read_events(
-        [Path(p) for p in paths], extra_formats=formats, progress=progress
+    logs = from_logs(
+        paths, overrides=overrides, rank=rank, formats=formats, progress=progress, need_adder=True
     )
-    if events.height == 0 or not events.filter(pl.col("kind") == "adder_check").height:
-        if summary.decode_node:
-            raise InputError(
-                "these are a decode (or colocated) node's logs (Decode batch lines): "
-                "kvforensics replays prefill nodes"
-            )
-        raise InputError(
-            "no PrefillAdder lines in these logs, nothing to replay: give the deciding rank's "
-            "(PP0) log of a build that prints them (upstream SGLang releases do not)"
-        )
-    cfg, conf = read_config(events, overrides or {}, summary.unreadable_samples)
-    rb = rebuild_rounds(events, cfg, conf, rank=rank)
-    cross_check(rb, events)
+    events, summary, rb = logs.events, logs.summary, logs.rebuild
     fidelity = check_fidelity(rb)
     rr = ReplayResult(rb, events, summary, fidelity, {}, None)
     rr.drops = unexplained_drops(rb, rr.assumptions)

@@ -1,16 +1,18 @@
-"""Events of the deciding rank -> scheduling rounds, each value with its provenance.
+"""Raw rounds of the deciding rank -> scheduling rounds, each value with its provenance.
 
-The fork prints no round marker and nothing for a resumed chunk, so rounds are cut at:
-a non-CONTINUE adder result (the adder stops), a ``rem_chunk_tokens`` that does not follow
-from the previous step, and the AttentionStore writes that follow each forward. Rounds
-that printed no adder line are inferred by running the chunked request forward through
-the model's ``add_chunked_req`` rule, then checked against every other piece of evidence.
+Rounds that printed no adder line (a chunked request resuming alone) are inferred by
+running the chunked request forward through the model's ``add_chunked_req`` sizing
+(``model/sizing.py``), then checked against every other piece of evidence. The
+``Rebuilder`` places raw rounds one at a time, in log order. A round with an observed
+baseline is handed on at once; the silent rounds after it wait for the next one (or the
+end of the log), because the out-of-memory line may still move their baselines: that
+short tail is all the lookahead there is.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from datetime import datetime
 
 import polars as pl
 
@@ -18,99 +20,10 @@ from kvforensics.model import Config, sizing
 from kvforensics.rounds.drop import Drop
 from kvforensics.rounds.provenance import DERIVED, INFERRED, OBSERVED, Prov, where
 from kvforensics.rounds.ranks import deciding_rank
+from kvforensics.rounds.records import Decision, Piece, Round
+from kvforensics.rounds.segment import KINDS, Segmenter, rows_of
 
-KINDS = ("adder_check", "adder_result", "hicache_load_back", "as_write", "oom")
-
-
-@dataclass
-class Decision:
-    """One ``add_one_req``: the check line and its result line."""
-
-    rid: str
-    seq_len: int
-    prefix_len: int
-    host_hit_len: int
-    rem_chunk_tokens: int
-    baseline: int
-    rem_total_tokens: int
-    cur_rem_tokens: int
-    where: str
-    decision: str | None = None
-    start: int | None = None
-    end: int | None = None
-    result: str | None = None
-    loaded: int = 0
-
-    def load_back_slots(self, cfg: Config) -> int:
-        """Slots the load-back took: whole pages after the device prefix."""
-        if self.decision not in ("full", "truncated") or not self.loaded:
-            return 0
-        return cfg.pages_for(self.prefix_len, self.prefix_len + self.loaded)
-
-    def as_dict(self) -> dict:
-        return {k: getattr(self, k) for k in self.__dataclass_fields__}
-
-
-@dataclass
-class Piece:
-    rid: str
-    start: int
-    end: int
-    kind: str  # new | resumed
-    provenance: str
-    evidence: list[str] = field(default_factory=list)
-    cross_checked: bool = False
-    interval_end: tuple[int, int] | None = None
-
-    def as_dict(self) -> dict:
-        d = {
-            "rid": self.rid,
-            "start": self.start,
-            "end": self.end,
-            "kind": self.kind,
-            "provenance": self.provenance,
-            "evidence": self.evidence,
-            "cross_checked": self.cross_checked,
-        }
-        if self.interval_end:
-            d["interval_end"] = list(self.interval_end)
-        return d
-
-
-@dataclass
-class Round:
-    index: int
-    time: datetime | None
-    decisions: list[Decision] = field(default_factory=list)
-    pieces: list[Piece] = field(default_factory=list)
-    as_writes: list[tuple[str, int, str]] = field(default_factory=list)  # rid, blocks, where
-    baseline: Prov | None = None  # available + evictable when the adder started
-    baseline_end: Prov | None = None  # after the round's allocation
-    forwarded: bool = False  # AS writes seen: the forward has run
-    oom: dict | None = None
-    batch: dict | None = None  # the PP3 batch line matched to this round
-    replays: list[dict] = field(default_factory=list)  # other PP ranks' plans
-
-    @property
-    def observed(self) -> bool:
-        return bool(self.decisions)
-
-    def new_tokens(self) -> int:
-        return sum(p.end - p.start for p in self.pieces)
-
-    def as_dict(self) -> dict:
-        return {
-            "round": self.index,
-            "time": self.time.isoformat(sep=" ") if self.time else None,
-            "observed": self.observed,
-            "pieces": [p.as_dict() for p in self.pieces],
-            "baseline": self.baseline.as_dict() if self.baseline else None,
-            "baseline_end": self.baseline_end.as_dict() if self.baseline_end else None,
-            "decisions": [d.as_dict() for d in self.decisions],
-            "as_writes": [{"rid": r, "blocks": b, "where": w} for r, b, w in self.as_writes],
-            "oom": self.oom,
-            "batch": self.batch,
-        }
+__all__ = ["KINDS", "Decision", "Piece", "Rebuild", "Rebuilder", "Round", "rebuild_rounds"]
 
 
 @dataclass
@@ -153,103 +66,6 @@ class Rebuild:
             "oom": self.oom,
             "contradictions": self.contradictions,
         }
-
-
-def _segment(rows: list[dict], cfg: Config) -> tuple[list[Round], dict | None]:
-    rounds: list[Round] = []
-    cur: Round | None = None
-    oom = None
-
-    def new(time) -> Round:
-        r = Round(len(rounds), time)
-        rounds.append(r)
-        return r
-
-    last_time = None
-    for ev in rows:
-        kind = ev["kind"]
-        if kind == "adder_check":
-            last = cur.decisions[-1] if cur and cur.decisions else None
-            boundary = (
-                cur is None
-                or cur.forwarded
-                or cur.oom is not None
-                or last is None
-                or last.result not in (None, "CONTINUE")
-                or ev["rem_chunk_tokens"] > last.rem_chunk_tokens
-            )
-            if not boundary and last.decision in ("full", "truncated"):
-                spent = cfg.ceil_page(last.end - last.start)
-                if ev["rem_chunk_tokens"] != last.rem_chunk_tokens - spent:
-                    boundary = True  # the budget did not carry over: a new adder
-            if not boundary:
-                # Within a round the baseline moves only by the previous admission's
-                # load-back and by this request's prefix lock.
-                expected = last.baseline - last.load_back_slots(cfg)
-                drop = expected - ev["baseline"]
-                if drop < 0 or drop > max(ev["prefix_len"], 0):
-                    boundary = True
-            if not boundary and ev["time"] is not None and last_time is not None:
-                # One adder loop takes milliseconds: a later second is a later round.
-                boundary = (ev["time"] - last_time).total_seconds() >= 1
-            last_time = ev["time"]
-            if boundary:
-                cur = new(ev["time"])
-            cur.decisions.append(
-                Decision(
-                    ev["rid"],
-                    ev["seq_len"],
-                    ev["prefix_len"],
-                    ev["host_hit_len"],
-                    ev["rem_chunk_tokens"],
-                    ev["baseline"],
-                    ev["rem_total_tokens"],
-                    ev["cur_rem_tokens"],
-                    where(ev),
-                )
-            )
-        elif kind == "adder_result":
-            if cur and cur.decisions and cur.decisions[-1].rid == ev["rid"]:
-                d = cur.decisions[-1]
-                d.decision, d.result = ev["decision"], ev["result"]
-                d.start, d.end = ev["extend_start"], ev["extend_end"]
-        elif kind == "hicache_load_back":
-            if cur and cur.decisions and cur.decisions[-1].rid == ev["rid"]:
-                cur.decisions[-1].loaded = ev["loaded"]
-        elif kind == "as_write":
-            # One forward's writes share a round; a rid written twice means another round.
-            # A write whose block count does not match the piece this round logged for the
-            # same request belongs to a later, silent round of that request.
-            logged_end = next(
-                (
-                    d.end
-                    for d in (cur.decisions if cur else [])
-                    if d.rid == ev["rid"] and d.end is not None
-                ),
-                None,
-            )
-            stale = logged_end is not None and ev["blocks"] != logged_end // ev["block_size"]
-            if (
-                cur is None
-                or cur.oom is not None
-                or stale
-                or any(r == ev["rid"] for r, _, _ in cur.as_writes)
-            ):
-                cur = new(ev["time"])
-            cur.as_writes.append((ev["rid"], ev["blocks"], where(ev)))
-            cur.forwarded = True
-        elif kind == "oom":
-            oom = {
-                "tokens": ev["oom_tokens"],
-                "available": ev["oom_available"],
-                "available_size": ev["oom_available_size"],
-                "evictable_size": ev["oom_evictable_size"],
-                "where": where(ev),
-                "time": ev["time"].isoformat(sep=" ") if ev["time"] else None,
-            }
-            cur = new(ev["time"]) if cur is None or cur.forwarded or cur.decisions else cur
-            cur.oom = oom
-    return rounds, oom
 
 
 def _chunk_step(cfg: Config, done: int, seq_len: int, baseline: int) -> tuple[int, bool]:
@@ -441,16 +257,16 @@ def _reconcile_oom(cfg: Config, out: list[Round], seq: int, shrinks: dict, drops
     ]))
 
 
-def _shrink_drops(cfg: Config, out: list[Round], shrinks: dict) -> list[Drop]:
+def _shrink_drops(cfg: Config, out: dict[int, Round], shrinks: dict) -> list[Drop]:
     """Silent rounds whose AS write ends before what the assumed baseline allows, with no
     out-of-memory line to pin it: the baseline was lower, by an amount the piece brackets
     (its end is where ``min(chunk, rem_total)`` landed after alignment)."""
     found = []
-    observed = [r.index for r in out if r.baseline and r.baseline.provenance == OBSERVED]
+    observed = [r.index for r in out.values() if r.baseline and r.baseline.provenance == OBSERVED]
     for idx, (model_end, lo, hi) in sorted(shrinks.items()):
         if any(o > idx for o in observed):
             continue  # a later observed baseline measures the fall exactly (continuity)
-        r = out[idx] if idx < len(out) else None
+        r = out.get(idx)
         if r is None or not r.pieces or r.baseline is None or r.baseline.value is None:
             continue
         p, b = r.pieces[0], r.baseline.value
@@ -479,243 +295,332 @@ def _impossible_baselines(cfg: Config, out: list[Round], contradictions: list) -
                 setattr(r, name, None)
 
 
-def rebuild_rounds(
-    events: pl.DataFrame, cfg: Config, config: dict[str, Prov], rank: str | None = None
-) -> Rebuild:
-    ev = events.filter(pl.col("kind").is_in(KINDS))
-    deciding = deciding_rank(events, rank)
-    rows = ev.filter(pl.col("rank") == deciding).sort(["file", "line"]).to_dicts()
-    rounds, oom = _segment(rows, cfg)
-    contradictions: list[dict] = []
-    drops: list = []
-    first_write = next((r for r in rows if r["kind"] == "as_write"), None)
-    block = first_write["block_size"] if first_write else None
-    if first_write is not None:
-        config = {**config, "as_block_size": Prov(block, OBSERVED, [where(first_write)])}
+class Rebuilder:
+    """Raw rounds in, rebuilt rounds out, one at a time; each round's index is given once,
+    when it is handed on. ``seq_lens`` (rid -> prompt length) is what later stages need of
+    the requests; everything else about a round leaves with it."""
 
-    seq_lens: dict[str, int] = {}
-    #: silent rounds whose AS write ends before the model's sizing: round -> (model, lo, hi)
-    shrinks: dict[int, tuple[int, int, int]] = {}
-    chunked: tuple[str, int, int] | None = None  # rid, seq_len, done
-    base_end: Prov | None = None
-    out: list[Round] = []
+    def __init__(self, cfg: Config) -> None:
+        self.cfg = cfg
+        self.segmenter = Segmenter(cfg)
+        self.block: int | None = None  # the AttentionStore block size, once a write is seen
+        self.contradictions: list[dict] = []
+        self.seq_lens: dict[str, int] = {}
+        self.oom: dict | None = None  # the last out-of-memory line, once placed
+        self.chunked: tuple[str, int, int] | None = None  # rid, seq_len, done
+        self.base_end: Prov | None = None
+        self.count = 0  # rounds handed on so far: the next round's index
+        #: rounds handed on that logged adder lines / had pieces / were forwarded
+        self.logged = self.with_pieces = self.forwarded = 0
+        self._out: list[Round] = []  # handed on by the current ``place``
+        #: the silent rounds since the last round with an observed baseline (held back:
+        #: an out-of-memory line may still move their baselines)
+        self._held: list[Round] = []
+        self._last: Round | None = None  # the last round placed
+        #: silent rounds whose AS write ends before the model's sizing: round -> (model,
+        #: lo, hi), of the held rounds (a later observed baseline measures the fall)
+        self.shrinks: dict[int, tuple[int, int, int]] = {}
+        self.drops: list[Drop] = []
+        self._late: list[dict] = []  # impossible baselines: told after the rest
 
-    def gap_rounds(until: int, next_time, *, stop=None) -> None:
+    # -- what the stream sees -------------------------------------------------
+    def stream(self, rows: Iterable[dict]) -> Iterator[Round]:
+        """Rebuilt rounds as the deciding rank's events come (in line order)."""
+        for ev in rows:
+            yield from self.feed(ev)
+        yield from self.finish()
+
+    def feed(self, ev: dict) -> list[Round]:
+        """One event; the rounds it completed (usually none, at most a few)."""
+        raw = self.segmenter.feed(ev)
+        if self.block is None and self.segmenter.first_write is not None:
+            self.block = self.segmenter.first_write["block_size"]
+        return self.place(raw) if raw is not None else []
+
+    def finish(self) -> list[Round]:
+        """The log has ended: its last round, and the silent rounds held back."""
+        raw = self.segmenter.finish()
+        out = self.place(raw) if raw is not None else []
+        oom = self.oom = self.segmenter.oom
+        if oom is not None and "round" not in oom:
+            oom["round"] = self._last.index if self._last else None
+        held = {r.index: r for r in self._held}
+        self.drops.extend(_shrink_drops(self.cfg, held, self.shrinks))
+        out += self._flush()
+        self.contradictions.extend(self._late)
+        self._late = []
+        return out
+
+    def config(self) -> dict[str, Prov]:
+        """What the events said about the configuration (the AttentionStore block size)."""
+        w = self.segmenter.first_write
+        return {"as_block_size": Prov(self.block, OBSERVED, [where(w)])} if w else {}
+
+    def collected(self, rounds: list[Round], config: dict[str, Prov], rank: str) -> Rebuild:
+        """``rounds`` (all this rebuilder gave) as one ``Rebuild``."""
+        out = Rebuild(
+            self.cfg, config, rounds, self.oom, self.contradictions, self.block, rank,
+            self.seq_lens, drops=self.drops,
+        )  # fmt: skip
+        out.pending = self.pending()
+        return out
+
+    def place(self, rnd: Round) -> list[Round]:
+        """Place one raw round: the silent rounds its evidence puts before it, then it."""
+        if rnd.decisions:
+            self._logged(rnd)
+        elif rnd.as_writes and not rnd.oom:
+            self._forward(rnd)
+        if rnd.oom is not None:
+            self._oom(rnd)
+        out, self._out = self._out, []
+        return out
+
+    def pending(self) -> tuple | None:
+        """The chunked request left when the log ends (no out of memory), for other ranks'
+        lines to extend."""
+        return (self.chunked, self.base_end) if self.chunked and self.oom is None else None
+
+    def _emit(self, rnd: Round) -> None:
+        rnd.index = self.count
+        self.count += 1
+        self.logged += bool(rnd.decisions)
+        if rnd.pieces:
+            self.with_pieces += 1
+            self.forwarded += rnd.oom is None
+        self._last = rnd
+        if rnd.baseline is not None and rnd.baseline.provenance == OBSERVED:
+            # What came before is settled: a later fall is measured from this baseline.
+            self.shrinks.clear()
+            self._out += self._flush()
+            self._out += self._checked([rnd])
+        else:
+            self._held.append(rnd)
+
+    def _flush(self) -> list[Round]:
+        held, self._held = self._held, []
+        return self._checked(held)
+
+    def _checked(self, rounds: list[Round]) -> list[Round]:
+        _impossible_baselines(self.cfg, rounds, self._late)
+        return rounds
+
+    def _contradiction(self, what: str, detail: str) -> None:
+        self.contradictions.append({"round": self.count, "what": what, "detail": detail})
+
+    def _base(self) -> int:
+        return self.base_end.value if self.base_end else 0
+
+    def _gap(self, until: int, time, *, stop=None) -> None:
         """Silent rounds of the chunked request between its known end and ``until`` (or
         until ``stop(done)`` says the next known piece starts here)."""
-        nonlocal chunked, base_end
-        while chunked and chunked[2] < until and not (stop and stop(chunked[2])):
-            r, chunked, base_end, over = _silent_round(
-                cfg, chunked, base_end, len(out), next_time, block, until
+        while self.chunked and self.chunked[2] < until and not (stop and stop(self.chunked[2])):
+            r, self.chunked, self.base_end, over = _silent_round(
+                self.cfg, self.chunked, self.base_end, self.count, time, self.block, until
             )
             if over is not None:
                 # Shorter than the assumed baseline allows: memory went somewhere unseen.
-                shrinks[len(out)] = (over, until, until)
-            out.append(r)
+                self.shrinks[self.count] = (over, until, until)
+            self._emit(r)
 
-    for rnd in rounds:
-        rnd.index = len(out)
-        if rnd.decisions:
-            first = rnd.decisions[0]
-            if chunked and first.rem_chunk_tokens == cfg.chunked_prefill_size:
-                # The full budget is left: the chunked request finished in rounds that
-                # printed nothing (alone in the batch, its waiting queue skipped).
-                gap_rounds(chunked[1], rnd.time)
-                rnd.index = len(out)
-            if chunked:
-                rid, seq, done = chunked
-                spent = cfg.chunked_prefill_size - first.rem_chunk_tokens
-                # The two offsets at the first check tell whether the resumed piece was the
-                # last one: only a last piece also promises its first token to later rounds.
-                promised = (first.baseline - first.rem_total_tokens) - (
-                    first.baseline - first.cur_rem_tokens
-                )
-                if promised == cfg.max_new_tokens and cfg.ceil_page(seq - done) != spent:
-                    # Silent rounds came first; the last piece is the one whose page-ceiled
-                    # length the chunk budget shows.
-                    gap_rounds(
-                        seq,
-                        rnd.time,
-                        stop=lambda d, seq=seq, spent=spent: cfg.ceil_page(seq - d) <= spent,
-                    )
-                    rnd.index = len(out)
-                    rid, seq, done = chunked if chunked else (rid, seq, done)
-                elif promised != cfg.max_new_tokens:
-                    # A non-last piece of this size: where the model's own sizing first gives
-                    # one is where it starts; the rounds before it printed nothing.
-                    start = _first_start(cfg, chunked, base_end, spent)
-                    if start is not None:
-                        gap_rounds(seq, rnd.time, stop=lambda d, start=start: d >= start)
-                    elif _resumed_end(cfg, done, spent) is None:
-                        gap_rounds(
-                            seq,
-                            rnd.time,
-                            stop=lambda d, spent=spent: _resumed_end(cfg, d, spent) is not None,
-                        )
-                    rnd.index = len(out)
-                    rid, seq, done = chunked if chunked else (rid, seq, done)
-                if cfg.ceil_page(seq - done) == spent:
-                    end = seq
-                else:
-                    end = _resumed_end(cfg, done, spent) or _chunk_step(cfg, done, seq, spent)[0]
-                # Silent rounds may sit between the last known piece and this one.
-                if cfg.ceil_page(end - done) != spent:
-                    contradictions.append(
-                        {
-                            "round": rnd.index,
-                            "what": "resumed piece",
-                            "detail": f"rem_chunk_tokens {first.rem_chunk_tokens} at {first.where} does not follow from resuming {rid} at {done}",
-                        }
-                    )
-                rnd.pieces.append(
-                    Piece(
-                        rid,
-                        done,
-                        end,
-                        "resumed",
-                        DERIVED,
-                        [
-                            f"chunk budget spent before the first check: {cfg.chunked_prefill_size} - {first.rem_chunk_tokens} = {spent} ({first.where})"
-                        ],
-                    )
-                )
-                chunked = (rid, seq, end) if end < seq else None
-            for d in rnd.decisions:
-                seq_lens[d.rid] = d.seq_len
-                if d.decision in ("full", "truncated") and d.start is not None:
-                    rnd.pieces.append(Piece(d.rid, d.start, d.end, "new", OBSERVED, [d.where]))
-                    if d.decision == "truncated":
-                        chunked = (d.rid, d.seq_len, d.end)
-            rnd.baseline = Prov(first.baseline, OBSERVED, [first.where])
-            last = rnd.decisions[-1]
-            loaded = last.load_back_slots(cfg)
-            alloc = sum(cfg.pages_for(p.start, p.end) for p in rnd.pieces)
-            base_end = Prov(
-                last.baseline - loaded - alloc,
+    # -- a round with adder lines ---------------------------------------------
+    def _logged(self, rnd: Round) -> None:
+        cfg, first = self.cfg, rnd.decisions[0]
+        if self.chunked and first.rem_chunk_tokens == cfg.chunked_prefill_size:
+            # The full budget is left: the chunked request finished in rounds that printed
+            # nothing (alone in the batch, its waiting queue skipped).
+            self._gap(self.chunked[1], rnd.time)
+        if self.chunked:
+            self._resumed(rnd, first)
+        for d in rnd.decisions:
+            self.seq_lens[d.rid] = d.seq_len
+            if d.decision in ("full", "truncated") and d.start is not None:
+                rnd.pieces.append(Piece(d.rid, d.start, d.end, "new", OBSERVED, [d.where]))
+                if d.decision == "truncated":
+                    self.chunked = (d.rid, d.seq_len, d.end)
+        rnd.baseline = Prov(first.baseline, OBSERVED, [first.where])
+        last = rnd.decisions[-1]
+        loaded = last.load_back_slots(cfg)
+        alloc = sum(cfg.pages_for(p.start, p.end) for p in rnd.pieces)
+        self.base_end = Prov(
+            last.baseline - loaded - alloc,
+            DERIVED,
+            [f"{last.baseline} ({last.where}) - load-back {loaded} - {alloc} allocated"],
+        )
+        rnd.baseline_end = self.base_end
+        self._emit(rnd)
+
+    def _resumed(self, rnd: Round, first: Decision) -> None:
+        """The chunked request's piece before the first check, from the chunk budget it
+        spent; silent rounds before it where its size says it started later."""
+        cfg = self.cfg
+        rid, seq, done = self.chunked
+        spent = cfg.chunked_prefill_size - first.rem_chunk_tokens
+        # The two offsets at the first check tell whether the resumed piece was the last
+        # one: only a last piece also promises its first token to later rounds.
+        promised = first.cur_rem_tokens - first.rem_total_tokens
+        if promised == cfg.max_new_tokens and cfg.ceil_page(seq - done) != spent:
+            # Silent rounds came first; the last piece is the one whose page-ceiled
+            # length the chunk budget shows.
+            self._gap(seq, rnd.time, stop=lambda d: cfg.ceil_page(seq - d) <= spent)
+        elif promised != cfg.max_new_tokens:
+            # A non-last piece of this size: where the model's own sizing first gives one
+            # is where it starts; the rounds before it printed nothing.
+            start = _first_start(cfg, self.chunked, self.base_end, spent)
+            if start is not None:
+                self._gap(seq, rnd.time, stop=lambda d: d >= start)
+            elif _resumed_end(cfg, done, spent) is None:
+                self._gap(seq, rnd.time, stop=lambda d: _resumed_end(cfg, d, spent) is not None)
+        rid, seq, done = self.chunked if self.chunked else (rid, seq, done)
+        if cfg.ceil_page(seq - done) == spent:
+            end = seq
+        else:
+            end = _resumed_end(cfg, done, spent) or _chunk_step(cfg, done, seq, spent)[0]
+        if cfg.ceil_page(end - done) != spent:
+            self._contradiction(
+                "resumed piece",
+                f"rem_chunk_tokens {first.rem_chunk_tokens} at {first.where} does not follow "
+                f"from resuming {rid} at {done}",
+            )
+        rnd.pieces.append(
+            Piece(
+                rid,
+                done,
+                end,
+                "resumed",
                 DERIVED,
-                [f"{last.baseline} ({last.where}) - load-back {loaded} - {alloc} allocated"],
+                [
+                    f"chunk budget spent before the first check: {cfg.chunked_prefill_size} - "
+                    f"{first.rem_chunk_tokens} = {spent} ({first.where})"
+                ],
             )
-            rnd.baseline_end = base_end
-            out.append(rnd)
-        elif rnd.as_writes and not rnd.oom:
-            # A forward with no adder line: the chunked request resumed alone.
-            rid_w = [r for r, _, _ in rnd.as_writes]
-            if not chunked or chunked[0] not in rid_w:
-                contradictions.append(
-                    {
-                        "round": len(out),
-                        "what": "AttentionStore write",
-                        "detail": f"writes for {rid_w} ({rnd.as_writes[0][2]}) in a round without adder lines, but no chunked request is known",
-                    }
-                )
-                continue
-            rid, seq, done = chunked
-            blocks = next(b for r, b, _ in rnd.as_writes if r == rid)
-            w = next(x for r, _, x in rnd.as_writes if r == rid)
-            lo, hi = blocks * block, min(seq, blocks * block + block - 1)
-            # Pieces that stayed inside one block wrote nothing: silent rounds before this.
-            while chunked and chunked[2] < lo:
-                b = base_end.value if base_end else 0
-                step_end, _ = _chunk_step(cfg, chunked[2], seq, b)
-                if step_end >= lo or step_end // block != chunked[2] // block:
-                    break
-                gap_rounds(step_end, rnd.time)
-            rid, seq, done = chunked if chunked else (rid, seq, done)
-            rnd.index = len(out)
-            b = base_end.value if base_end else 0
-            end, forced = _chunk_step(cfg, done, seq, b)
-            evid = [
-                f"AttentionStore write blocks={blocks} ({w}): end in [{lo}, {hi}]",
-                f"min(chunk {cfg.chunked_prefill_size}, rem_total {b}) with end aligned down to {cfg.align_size}",
-                f"baseline {b} assumed unchanged since the last known round (no KV transfer ended)",
-            ]
-            if not lo <= end <= hi:
-                if end > hi:
-                    # Shorter than the baseline allows: memory went somewhere unseen.
-                    shrinks[len(out)] = (end, lo, hi)
-                else:
-                    contradictions.append(
-                        {
-                            "round": len(out),
-                            "what": "silent round",
-                            "detail": f"model gives end {end} for {rid}, AS write says [{lo}, {hi}]: memory was freed in between?",
-                        }
-                    )
-                end = lo if lo > done else hi
-            rnd.pieces.append(
-                Piece(rid, done, end, "resumed", INFERRED, evid, interval_end=(lo, hi))
+        )
+        self.chunked = (rid, seq, end) if end < seq else None
+
+    # -- a forward with no adder line -----------------------------------------
+    def _forward(self, rnd: Round) -> None:
+        """AttentionStore writes and no adder line: the chunked request resumed alone."""
+        cfg, block = self.cfg, self.block
+        rid_w = [r for r, _, _ in rnd.as_writes]
+        if not self.chunked or self.chunked[0] not in rid_w:
+            self._contradiction(
+                "AttentionStore write",
+                f"writes for {rid_w} ({rnd.as_writes[0][2]}) in a round without adder "
+                "lines, but no chunked request is known",
             )
-            pages = cfg.pages_for(done, end)
-            rnd.baseline = Prov(b, INFERRED, evid[2:])
-            base_end = Prov(b - pages, INFERRED, [f"{b} - {pages} allocated"])
-            rnd.baseline_end = base_end
-            chunked = (rid, seq, end) if end < seq else None
-            rnd.index = len(out)
-            out.append(rnd)
-        if rnd.oom is not None:
-            # an out-of-memory without its size says only that it happened
-            if chunked and rnd not in out and rnd.oom["tokens"] is not None:
-                rid, seq, done = chunked
-                tokens = rnd.oom["tokens"]
-                start, placed = _oom_start(cfg, chunked, base_end, tokens)
-                if not placed and rnd.oom.get("available") is not None:
-                    avail = rnd.oom["available"]
-                    moved = _move_bracketed_end(cfg, out, chunked, tokens, avail)
-                    if moved is not None:
-                        chunked, base_end = (rid, seq, moved), out[-1].baseline_end
-                    pinned = moved if moved is not None else _pinned_start(
-                        cfg, chunked, tokens, avail
-                    )
-                    if pinned is not None:
-                        start, placed = pinned, True
-                if not placed:
-                    contradictions.append(
-                        {
-                            "round": len(out),
-                            "what": "out of memory",
-                            "detail": f"'Try to allocate {tokens} tokens' is no piece the model "
-                            f"gives {rid} after {done} (seq_len {seq}); placed where the model "
-                            f"runs out of memory, at {start}",
-                        }
-                    )
-                gap_rounds(start, rnd.time)
-                rnd.index = len(out)
-                b = base_end.value if base_end else 0
-                end = min(start + tokens, seq)
-                forced = b <= 0
-                rnd.pieces.append(
-                    Piece(
-                        rid,
-                        start,
-                        end,
-                        "resumed",
-                        DERIVED,
-                        [
-                            f"out of memory 'Try to allocate {tokens} tokens' ({rnd.oom['where']}): "
-                            f"the piece [{start}, {start} + {tokens})"
-                            + (", its last" if end == seq else f", not its last (seq_len {seq})"),
-                            "forced branch: rem_total_tokens <= 0" if forced else
-                            f"min(chunk {cfg.chunked_prefill_size}, rem_total {b})",
-                        ],
-                    )
+            return
+        rid, seq, done = self.chunked
+        blocks, w = next((b, x) for r, b, x in rnd.as_writes if r == rid)
+        lo, hi = blocks * block, min(seq, blocks * block + block - 1)
+        # Pieces that stayed inside one block wrote nothing: silent rounds before this.
+        while self.chunked and self.chunked[2] < lo:
+            step_end, _ = _chunk_step(cfg, self.chunked[2], seq, self._base())
+            if step_end >= lo or step_end // block != self.chunked[2] // block:
+                break
+            self._gap(step_end, rnd.time)
+        rid, seq, done = self.chunked if self.chunked else (rid, seq, done)
+        b = self._base()
+        end, _ = _chunk_step(cfg, done, seq, b)
+        evid = [
+            f"AttentionStore write blocks={blocks} ({w}): end in [{lo}, {hi}]",
+            f"min(chunk {cfg.chunked_prefill_size}, rem_total {b}) with end aligned down to "
+            f"{cfg.align_size}",
+            f"baseline {b} assumed unchanged since the last known round (no KV transfer ended)",
+        ]
+        if not lo <= end <= hi:
+            if end > hi:
+                # Shorter than the baseline allows: memory went somewhere unseen.
+                self.shrinks[self.count] = (end, lo, hi)
+            else:
+                self._contradiction(
+                    "silent round",
+                    f"model gives end {end} for {rid}, AS write says [{lo}, {hi}]: memory "
+                    "was freed in between?",
                 )
-                rnd.baseline = base_end
-                rnd.oom["rid"] = rid
-                rnd.oom["round"] = rnd.index
-                chunked = None  # the scheduler process exits here
-                out.append(rnd)
-                if placed:  # a contradicted piece says nothing about the baseline
-                    _reconcile_oom(cfg, out, seq, shrinks, drops)
-            elif rnd not in out:
-                rnd.index = len(out)
-                out.append(rnd)
-                rnd.oom["round"] = rnd.index
-    if oom is not None and "round" not in oom:
-        oom["round"] = out[-1].index if out else None
-    for i, r in enumerate(out):
-        r.index = i
-    drops.extend(_shrink_drops(cfg, out, shrinks))
-    _impossible_baselines(cfg, out, contradictions)
-    rb = Rebuild(cfg, config, out, oom, contradictions, block, deciding, seq_lens, drops=drops)
-    rb.pending = (chunked, base_end) if chunked and oom is None else None
-    return rb
+            end = lo if lo > done else hi
+        rnd.pieces.append(Piece(rid, done, end, "resumed", INFERRED, evid, interval_end=(lo, hi)))
+        pages = cfg.pages_for(done, end)
+        rnd.baseline = Prov(b, INFERRED, evid[2:])
+        self.base_end = Prov(b - pages, INFERRED, [f"{b} - {pages} allocated"])
+        rnd.baseline_end = self.base_end
+        self.chunked = (rid, seq, end) if end < seq else None
+        self._emit(rnd)
+
+    # -- the out-of-memory ----------------------------------------------------
+    def _oom(self, rnd: Round) -> None:
+        """The logged out-of-memory: the chunked request's piece of that size."""
+        oom = rnd.oom
+        if rnd.decisions or (rnd.as_writes and self._last is rnd):
+            return  # already placed with its adder lines or its writes
+        # an out-of-memory without its size says only that it happened
+        if not self.chunked or oom["tokens"] is None:
+            self._emit(rnd)
+            oom["round"] = rnd.index
+            return
+        rid, seq, done = self.chunked
+        tokens = oom["tokens"]
+        start, placed = self._oom_start(tokens)
+        if not placed:
+            self._contradiction(
+                "out of memory",
+                f"'Try to allocate {tokens} tokens' is no piece the model gives {rid} after "
+                f"{done} (seq_len {seq}); placed where the model runs out of memory, at {start}",
+            )
+        self._gap(start, rnd.time)
+        b = self._base()
+        end = min(start + tokens, seq)
+        rnd.pieces.append(
+            Piece(
+                rid,
+                start,
+                end,
+                "resumed",
+                DERIVED,
+                [
+                    f"out of memory 'Try to allocate {tokens} tokens' ({oom['where']}): "
+                    f"the piece [{start}, {start} + {tokens})"
+                    + (", its last" if end == seq else f", not its last (seq_len {seq})"),
+                    "forced branch: rem_total_tokens <= 0"
+                    if b <= 0
+                    else f"min(chunk {self.cfg.chunked_prefill_size}, rem_total {b})",
+                ],
+            )
+        )
+        rnd.baseline = self.base_end
+        self.chunked = None  # the scheduler process exits here
+        self._emit(rnd)
+        oom["rid"], oom["round"] = rid, rnd.index
+        if placed:  # a contradicted piece says nothing about the baseline
+            _reconcile_oom(self.cfg, self._held, seq, self.shrinks, self.drops)
+
+    def _oom_start(self, tokens: int) -> tuple[int, bool]:
+        """Where the out-of-memory piece starts, and whether the evidence places it: the
+        model's walk from the last known baseline, else the crash's own availability."""
+        cfg, oom = self.cfg, self.segmenter.oom
+        rid, seq, _ = self.chunked
+        start, placed = _oom_start(cfg, self.chunked, self.base_end, tokens)
+        if placed or oom.get("available") is None:
+            return start, placed
+        avail = oom["available"]
+        last = [self._last] if self._last is not None else []
+        moved = _move_bracketed_end(cfg, last, self.chunked, tokens, avail)
+        if moved is not None:
+            self.chunked, self.base_end = (rid, seq, moved), self._last.baseline_end
+        pinned = moved if moved is not None else _pinned_start(cfg, self.chunked, tokens, avail)
+        return (pinned, True) if pinned is not None else (start, False)
+
+
+def deciding_rows(frame: pl.DataFrame, rank: str) -> Iterator[dict]:
+    """The rebuild's events of ``rank`` in one event frame, as rows in line order."""
+    ev = frame.filter(pl.col("kind").is_in(KINDS) & (pl.col("rank") == rank))
+    return rows_of(ev.sort(["file", "line"]))
+
+
+def rebuild_rounds(
+    events: pl.DataFrame, cfg: Config, config: dict[str, Prov], rank: str | None = None
+) -> Rebuild:
+    """Every round of the deciding rank's events, collected."""
+    deciding = deciding_rank(events, rank)
+    rb = Rebuilder(cfg)
+    rounds = list(rb.stream(deciding_rows(events, deciding)))
+    return rb.collected(rounds, {**config, **rb.config()}, deciding)

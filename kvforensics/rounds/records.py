@@ -1,0 +1,101 @@
+"""What the rounds stage hands on: typed records of the rebuilt rounds (dicts only in
+``as_dict``, at the JSON edge)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from kvforensics.model import Config
+from kvforensics.rounds.provenance import Prov
+
+
+@dataclass
+class Decision:
+    """One ``add_one_req``: the check line and its result line."""
+
+    rid: str
+    seq_len: int
+    prefix_len: int
+    host_hit_len: int
+    rem_chunk_tokens: int
+    baseline: int
+    rem_total_tokens: int
+    cur_rem_tokens: int
+    where: str
+    decision: str | None = None
+    start: int | None = None
+    end: int | None = None
+    result: str | None = None
+    loaded: int = 0
+
+    def load_back_slots(self, cfg: Config) -> int:
+        """Slots the load-back took: whole pages after the device prefix."""
+        if self.decision not in ("full", "truncated") or not self.loaded:
+            return 0
+        return cfg.pages_for(self.prefix_len, self.prefix_len + self.loaded)
+
+    def as_dict(self) -> dict:
+        return {k: getattr(self, k) for k in self.__dataclass_fields__}
+
+
+@dataclass
+class Piece:
+    rid: str
+    start: int
+    end: int
+    kind: str  # new | resumed
+    provenance: str
+    evidence: list[str] = field(default_factory=list)
+    cross_checked: bool = False
+    interval_end: tuple[int, int] | None = None
+
+    def as_dict(self) -> dict:
+        d = {
+            "rid": self.rid,
+            "start": self.start,
+            "end": self.end,
+            "kind": self.kind,
+            "provenance": self.provenance,
+            "evidence": self.evidence,
+            "cross_checked": self.cross_checked,
+        }
+        if self.interval_end:
+            d["interval_end"] = list(self.interval_end)
+        return d
+
+
+@dataclass
+class Round:
+    index: int
+    time: datetime | None
+    decisions: list[Decision] = field(default_factory=list)
+    pieces: list[Piece] = field(default_factory=list)
+    as_writes: list[tuple[str, int, str]] = field(default_factory=list)  # rid, blocks, where
+    baseline: Prov | None = None  # available + evictable when the adder started
+    baseline_end: Prov | None = None  # after the round's allocation
+    forwarded: bool = False  # AS writes seen: the forward has run
+    oom: dict | None = None
+    batch: dict | None = None  # the PP3 batch line matched to this round
+    replays: list[dict] = field(default_factory=list)  # other PP ranks' plans
+
+    @property
+    def observed(self) -> bool:
+        return bool(self.decisions)
+
+    def new_tokens(self) -> int:
+        return sum(p.end - p.start for p in self.pieces)
+
+    def as_dict(self) -> dict:
+        return {
+            "round": self.index,
+            "time": self.time.isoformat(sep=" ") if self.time else None,
+            "observed": self.observed,
+            "pieces": [p.as_dict() for p in self.pieces],
+            "baseline": self.baseline.as_dict() if self.baseline else None,
+            "baseline_end": self.baseline_end.as_dict() if self.baseline_end else None,
+            "decisions": [d.as_dict() for d in self.decisions],
+            "as_writes": [{"rid": r, "blocks": b, "where": w} for r, b, w in self.as_writes],
+            "oom": self.oom,
+            "batch": self.batch,
+        }

@@ -1,0 +1,68 @@
+"""The one way into the rounds stage from log files: read, check, configure, rebuild,
+cross-check. Every command that reads logs comes through ``from_logs``, so each runs the
+same input checks."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import polars as pl
+
+from kvforensics.errors import InputError
+from kvforensics.logs import read_events
+from kvforensics.logs.summary import ParseSummary
+from kvforensics.rounds.config import read_config
+from kvforensics.rounds.crosscheck import cross_check
+from kvforensics.rounds.rebuild import Rebuild, rebuild_rounds
+
+
+@dataclass
+class LogRounds:
+    """What the logs gave: their events, what was read of them, and the rebuilt rounds."""
+
+    events: pl.DataFrame
+    summary: ParseSummary
+    rebuild: Rebuild
+
+
+def has_adder_lines(events: pl.DataFrame) -> bool:
+    return bool(events.height and (events["kind"] == "adder_check").any())
+
+
+def check_prefill(has_adder: bool, summary: ParseSummary) -> None:
+    """Refuse logs no round can come from (a decode node's); say why in one line."""
+    if summary.decode_node and not has_adder:
+        raise InputError(
+            "these are a decode (or colocated) node's logs (Decode batch lines): "
+            "kvforensics replays prefill nodes"
+        )
+
+
+def require_adder_lines(has_adder: bool) -> None:
+    """Replaying needs the adder's lines; a log without them can still be read for rounds."""
+    if not has_adder:
+        raise InputError(
+            "no PrefillAdder lines in these logs, nothing to replay: give the deciding rank's "
+            "(PP0) log of a build that prints them (upstream SGLang releases do not)"
+        )
+
+
+def from_logs(
+    paths: list[Path],
+    *,
+    overrides: dict[str, int | None] | None = None,
+    rank: str | None = None,
+    formats: list[Path] | None = None,
+    progress: bool = False,
+    need_adder: bool = False,
+) -> LogRounds:
+    """Logs -> rounds. Raises InputError (one line) for input that gives none."""
+    events, summary = read_events([Path(p) for p in paths], extra_formats=formats, progress=progress)
+    check_prefill(has_adder_lines(events), summary)
+    if need_adder:
+        require_adder_lines(has_adder_lines(events))
+    cfg, conf = read_config(events, overrides or {}, summary.unreadable_samples)
+    rb = rebuild_rounds(events, cfg, conf, rank=rank)
+    cross_check(rb, events)
+    return LogRounds(events, summary, rb)

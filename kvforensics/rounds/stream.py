@@ -1,0 +1,163 @@
+"""Logs -> rebuilt rounds in one pass, in batches: memory does not grow with the log
+(``rounds -o``).
+
+Event frames come from the reader a chunk at a time. Until the first adder line the
+frames are held (the startup lines before it give the configuration and the deciding
+rank); from then on the deciding rank's rebuild events go row by row into a
+``Rebuilder`` and its rounds are handed on at once. Every other event (startup lines,
+other ranks' batch lines and plans) is kept, without its empty columns, for the
+cross-checks at the end.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+
+import polars as pl
+
+from kvforensics.errors import InputError
+from kvforensics.logs.reader import iter_events
+from kvforensics.logs.summary import ParseSummary
+from kvforensics.model import Config
+from kvforensics.rounds.config import read_config
+from kvforensics.rounds.provenance import Prov
+from kvforensics.rounds.ranks import deciding_rank
+from kvforensics.rounds.rebuild import Rebuilder
+from kvforensics.rounds.records import Round
+from kvforensics.rounds.segment import KINDS, rows_of
+from kvforensics.rounds.source import check_prefill, has_adder_lines, require_adder_lines
+
+
+@dataclass(frozen=True, slots=True)
+class Narrow:
+    """``--since`` / ``--until``: a round number or a time (inclusive). Rounds outside are
+    still rebuilt (later rounds depend on them) but handed to nobody."""
+
+    since_round: int | None = None
+    until_round: int | None = None
+    since_time: datetime | None = None
+    until_time: datetime | None = None
+
+    @classmethod
+    def parse(cls, since: str | None, until: str | None) -> Narrow:
+        (sr, st), (ur, ut) = _bound(since, "--since"), _bound(until, "--until")
+        return cls(sr, ur, st, ut)
+
+    def before(self, rnd: Round) -> bool:
+        if self.since_round is not None and rnd.index < self.since_round:
+            return True
+        return self.since_time is not None and rnd.time is not None and rnd.time < self.since_time
+
+    def after(self, rnd: Round) -> bool:
+        if self.until_round is not None and rnd.index > self.until_round:
+            return True
+        return self.until_time is not None and rnd.time is not None and rnd.time > self.until_time
+
+    def __bool__(self) -> bool:
+        return any(v is not None for v in (self.since_round, self.until_round,
+                                           self.since_time, self.until_time))  # fmt: skip
+
+
+def _bound(text: str | None, flag: str) -> tuple[int | None, datetime | None]:
+    if text is None:
+        return None, None
+    text = text.strip()
+    if text.isdigit():
+        return int(text), None
+    try:
+        return None, datetime.fromisoformat(text)
+    except ValueError:
+        raise InputError(
+            f"{flag} {text!r}: give a round number or a time like '2026-11-02 15:16:26'"
+        ) from None
+
+
+@dataclass
+class LogStream:
+    """Iterate for the rounds; afterwards ``summary``, ``side`` and ``rebuilder`` hold what
+    the pass learned. ``cfg``/``config``/``rank`` are set once the first adder line is read."""
+
+    paths: list[Path]
+    overrides: dict[str, int | None] = field(default_factory=dict)
+    rank: str | None = None
+    formats: list[Path] | None = None
+    progress: bool = False
+    #: refuse logs without adder lines (replay), before asking for their configuration
+    need_adder: bool = False
+    summary: ParseSummary = field(default_factory=ParseSummary)
+    cfg: Config | None = None
+    config: dict[str, Prov] = field(default_factory=dict)
+    rebuilder: Rebuilder | None = None
+    #: whether any line's time carries milliseconds
+    has_ms: bool = False
+    _side: list[pl.DataFrame] = field(default_factory=list)
+
+    def __iter__(self) -> Iterator[Round]:
+        held: list[pl.DataFrame] | None = []
+        frames = iter_events(
+            self.paths, self.summary, extra_formats=self.formats, progress=self.progress
+        )
+        for frame in frames:
+            if held is None:
+                yield from self._frame(frame)
+                continue
+            held.append(frame)
+            if frame.height and (frame["kind"] == "adder_check").any():
+                self._start(held)
+                for f in held:
+                    yield from self._frame(f)
+                held = None
+        if held is not None:  # no adder line at all: rebuild from what there is
+            self._start(held)
+            for f in held:
+                yield from self._frame(f)
+        yield from self.rebuilder.finish()
+        present = {r for fs in self.summary.files for r in fs.ranks}
+        if self.rank and self.rank not in present:
+            raise InputError(f"--rank {self.rank}: no line of these logs is tagged {self.rank}")
+
+    @property
+    def side(self) -> pl.DataFrame:
+        """Every event that is not one of the deciding rank's rebuild events."""
+        return pl.concat(self._side, how="diagonal_relaxed") if self._side else pl.DataFrame()
+
+    def _start(self, held: list[pl.DataFrame]) -> None:
+        first = pl.concat(held, how="vertical") if held else pl.DataFrame()
+        adder = has_adder_lines(first)
+        check_prefill(adder, self.summary)
+        if self.need_adder:
+            require_adder_lines(adder)
+        if first.height == 0:
+            raise InputError("no events in these logs: " + "; ".join(self.summary.gaps or ["none"]))
+        # A rank asked for may first appear in a later file: checked when the pass ends.
+        self.rank = self.rank if self.rank is not None else deciding_rank(first, None)
+        cfg, conf = read_config(first, self.overrides, self.summary.unreadable_samples)
+        self.cfg, self.config = cfg, conf
+        self.rebuilder = Rebuilder(cfg)
+
+    def _frame(self, frame: pl.DataFrame) -> Iterator[Round]:
+        if not self.has_ms and "time_has_ms" in frame.columns:
+            self.has_ms = bool(frame["time_has_ms"].any())
+        mine = pl.col("kind").is_in(KINDS) & (pl.col("rank") == self.rank)
+        rows = frame.filter(mine)
+        other = frame.filter(~mine)
+        if other.height:
+            # Other ranks' rebuild events are not needed again; startup and batch lines are.
+            other = other.filter(~pl.col("kind").is_in(KINDS))
+            keep = [c for c in other.columns if other[c].null_count() < other.height]
+            self._side.append(other.select(keep))
+        feed = self.rebuilder.feed
+        for ev in rows_of(rows):
+            yield from feed(ev)
+
+
+def narrow_rounds(ls: LogStream, narrow: Narrow) -> Iterator[Round]:
+    """The stream's rounds within ``--since``/``--until``; reading stops after ``--until``."""
+    for rnd in ls:
+        if narrow.after(rnd):
+            break
+        if not narrow.before(rnd):
+            yield rnd
