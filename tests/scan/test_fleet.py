@@ -44,7 +44,7 @@ def truth_gaps(cap) -> list[tuple]:
 
 def test_one_node_per_directory(fleet, fleet_dir):
     assert [n.node for n in fleet.nodes] == [
-        str(fleet_dir / d) for d in ("agent", "clean", "incident")
+        str(fleet_dir / d) for d in ("agent", "clean", "incident", "outside")
     ]
     assert len(node(fleet, "incident").files) == 3
     assert all(n.error is None for n in fleet.nodes)
@@ -89,6 +89,18 @@ def test_the_incident_node_lists_its_oom_and_cause(fleet):
     assert (refused.rid, refused.round, refused.delay_s) == (C, 0, 4.0)
 
 
+def test_an_oom_of_another_cause_lists_no_gap(fleet):
+    out = node(fleet, "outside")
+    (oom,) = out.ooms
+    assert (oom["rid"], oom["tokens"], oom["available"]) == ("ox-long-000001", 5024, 0)
+    assert "unreserved_tail" not in [c["id"] for c in oom["causes"]]
+    assert out.whole_log.gap_admissions == ()
+    assert out.whole_log.refused["fixed"] == ()  # the fix would not have refused anything
+    # the round before the crash left 192 slots for a 5216-token tail: short by 5024
+    tight = out.whole_log.tightest()
+    assert (tight.left, tight.unreserved_tails, tight.margin) == (192, 5216, -5024)
+
+
 def test_a_node_without_gaps_lists_none(fleet):
     clean = node(fleet, "clean")
     assert clean.whole_log.gap_admissions == ()
@@ -103,7 +115,7 @@ def test_totals_and_json_shape(fleet):
     t = d["totals"]
     agent = len(node(fleet, "agent").whole_log.gap_admissions)
     assert t["gap_admissions"] == agent + 1
-    assert (t["nodes"], t["nodes_with_oom"], t["nodes_with_gap_admissions"]) == (3, 1, 2)
+    assert (t["nodes"], t["nodes_with_oom"], t["nodes_with_gap_admissions"]) == (4, 2, 2)
     assert t["refused"]["fixed"] == 1
     first = d["nodes"][0]
     for key in (
