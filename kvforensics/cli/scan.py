@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -52,7 +53,10 @@ def scan(
     rank: Rank = None,
     formats: Formats = None,
 ) -> None:
-    """Scan a fleet's logs: out-of-memory causes, gap admissions, margins, what fixes refuse."""
+    """Scan a fleet's logs: out-of-memory causes, gap admissions, margins, what fixes refuse.
+
+    Exit codes: 0 at least one node was scanned (its findings are in the output); 2 bad
+    input, or no node could be replayed."""
     from kvforensics.scan import ScanOptions, scan, write_parquet
     from kvforensics.scan.terminal import print_fleet
 
@@ -84,7 +88,10 @@ def scan(
         written += write_report(fleet, report)
     if fmt == "json":
         print_json(fleet.as_dict())
-        return
-    print_fleet(fleet, console)
-    for path in written:
-        console.print(f"wrote {path}", highlight=False)
+    else:
+        print_fleet(fleet, console)
+        for path in written:
+            console.print(f"wrote {path}", highlight=False)
+    # findings are data (exit 0); a scan that could replay no node at all is bad input
+    if not fleet.totals()["scanned"]:
+        sys.exit(2)

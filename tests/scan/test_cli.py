@@ -57,6 +57,10 @@ def test_scan_of_nothing_and_writing_over_an_input_are_one_line_errors(fleet_dir
     assert r.stderr.strip().splitlines() == [
         f"error: no log file to scan: {tmp_path / 'nothing-here'}: no such file or directory"
     ]
+    (tmp_path / "x").mkdir()
+    (tmp_path / "x" / "decode.log").write_text("hello\n")
+    r = cli("scan", tmp_path / "x", "--jobs", "1")
+    assert r.returncode == 2 and "not scanned" in r.stdout
     log = fleet_dir / "clean" / "pp0.log"
     before = log.read_bytes()
     r = cli("scan", log, "--jobs", "1", "-o", log)
