@@ -65,6 +65,12 @@ def print_log_summary(summary) -> None:
     for sample in summary.unmatched_samples[:3]:
         where = ":".join(str(x) for x in sample[:2])
         print_para(f"unmatched: {where}: {preview(sample[-1], 100)}")
+    if summary.unreadable:
+        console.print(
+            f"[yellow]{summary.unreadable} line(s) hold numbers a log cannot mean[/]; not used"
+        )
+    for path, line, why in summary.unreadable_samples[:3]:
+        print_para(f"unreadable: {path}:{line}: {preview(why, 100)}")
     for path in summary.cut_lines:
         console.print(f"[yellow]{path} ends in a cut line[/]: the log stops mid-write")
     for gap in summary.gaps:

@@ -42,7 +42,7 @@ def rounds(
     check_format(fmt, ("table", "json"))
     opts = LogOptions(page_size, align, chunk_size, pool_size, rank, formats)
     events, summary = read_events(logs, extra_formats=formats, progress=True)
-    cfg, conf = read_config(events, opts.overrides())
+    cfg, conf = read_config(events, opts.overrides(), summary.unreadable_samples)
     rb = rebuild_rounds(events, cfg, conf, rank=opts.rank)
     cross_check(rb, events)
     if fmt == "json":
