@@ -57,7 +57,9 @@ def scan(
 
     Exit codes: 0 at least one node was scanned (its findings are in the output); 2 bad
     input, or no node could be replayed."""
+    from kvforensics.outputs import check_output
     from kvforensics.scan import ScanOptions, scan, write_parquet
+    from kvforensics.scan.fleet import gap_table_beside
     from kvforensics.scan.terminal import print_fleet
 
     check_format(fmt, ("table", "json"))
@@ -69,6 +71,12 @@ def scan(
         rank=rank,
         formats=tuple(str(f) for f in formats or ()),
     )
+    local = [Path(p) for p in paths if "://" not in p]
+    if output:
+        for target in gap_table_beside(output), output:
+            check_output(target, local)
+    if report:
+        check_output(report, local, directory=True)
     with progress_bar() as bar:
         task = bar.add_task("nodes", total=None)
         fleet = scan(

@@ -108,16 +108,4 @@ def _ooms(rr) -> tuple[dict, ...]:
 
 def held_causes(rr) -> list[dict]:
     """The cause catalogue's held findings (``id``, ``summary``, ``round``)."""
-    causes = getattr(rr, "causes", None)
-    if causes is not None:
-        return [{"id": c.id, "summary": c.summary, "round": c.round} for c in causes if c.held]
-    from kvforensics.replay.verdict import root_cause
-
-    rc = root_cause(rr)
-    if rc is None or not rc.get("intruder_rid"):
-        return []
-    summary = (
-        f"{rc['intruder_rid']} came through the {rc['leftover_chunk_budget']}-token gap after "
-        f"{rc['victim_rid']}'s truncation and took its unreserved tail's slots"
-    )
-    return [{"id": "unreserved_tail", "summary": summary, "round": rc["round"]}]
+    return [{"id": c.id, "summary": c.summary, "round": c.round} for c in rr.causes if c.held]

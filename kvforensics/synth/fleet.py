@@ -3,7 +3,8 @@
 * ``incident``: the 2026-11-02 round R..R+3 (PP0, PP1, PP3), out of memory through the gap;
 * ``agent``: healthy agent-like traffic with many admissions through gaps, no out of memory;
 * ``clean``: healthy conversation traffic (the Mooncake trace);
-* ``outside``: out of memory with no gap, after slots were taken outside the adder.
+* ``external``: out of memory with no gap, after slots were taken outside the adder
+  (``synth.incidents.external_allocation``).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from kvforensics.scenario.loader import load_scenario
 from kvforensics.synth.agent import write_agent_node
 from kvforensics.synth.capture import capture_run
 from kvforensics.synth.clock import Clock
-from kvforensics.synth.outside import write_outside_node
+from kvforensics.synth.incidents import external_allocation
 from kvforensics.synth.ranks import pp0_lines, pp1_lines, pp3_lines
 from kvforensics.synth.sink import write_log
 from kvforensics.synth.startup import startup_lines
@@ -51,5 +52,5 @@ def write_fleet(out: Path) -> dict[str, list[Path]]:
         "incident": write_incident_node(out / "incident"),
         "agent": write_agent_node(out / "agent"),
         "clean": [clean],
-        "outside": write_outside_node(out / "outside"),
+        "external": external_allocation().write(out / "external"),
     }

@@ -46,7 +46,7 @@ def test_scan_names_nodes_below_the_fleet_directory_at_any_width(fleet_dir):
         lines = r.stdout.splitlines()
         assert lines[0].strip() == f"Fleet scan of {fleet_dir}"
         starts = [line.split("│")[1].strip() for line in lines if line.startswith("│ ")]
-        names = ("agent", "clean", "incident", "outside")
+        names = ("agent", "clean", "external", "incident")
         assert [s for s in starts if s in names] == list(names)
         assert all(len(line) <= columns for line in lines)
 

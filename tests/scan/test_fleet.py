@@ -6,6 +6,7 @@ import pytest
 
 from kvforensics.scan import ScanOptions, scan, write_parquet
 from kvforensics.synth.agent import agent_capture
+from kvforensics.synth.incidents import external_allocation
 
 B, C = "as-1keim4u1e8", "as-xpkq7d03n5"
 
@@ -44,7 +45,7 @@ def truth_gaps(cap) -> list[tuple]:
 
 def test_one_node_per_directory(fleet, fleet_dir):
     assert [n.node for n in fleet.nodes] == [
-        str(fleet_dir / d) for d in ("agent", "clean", "incident", "outside")
+        str(fleet_dir / d) for d in ("agent", "clean", "external", "incident")
     ]
     assert len(node(fleet, "incident").files) == 3
     assert all(n.error is None for n in fleet.nodes)
@@ -89,16 +90,21 @@ def test_the_incident_node_lists_its_oom_and_cause(fleet):
     assert (refused.rid, refused.round, refused.delay_s) == (C, 0, 4.0)
 
 
-def test_an_oom_of_another_cause_lists_no_gap(fleet):
-    out = node(fleet, "outside")
-    (oom,) = out.ooms
-    assert (oom["rid"], oom["tokens"], oom["available"]) == ("ox-long-000001", 5024, 0)
-    assert "unreserved_tail" not in [c["id"] for c in oom["causes"]]
-    assert out.whole_log.gap_admissions == ()
-    assert out.whole_log.refused["fixed"] == ()  # the fix would not have refused anything
-    # the round before the crash left 192 slots for a 5216-token tail: short by 5024
-    tight = out.whole_log.tightest()
-    assert (tight.left, tight.unreserved_tails, tight.margin) == (192, 5216, -5024)
+def test_an_oom_of_another_cause_lists_its_causes_and_no_gap(fleet):
+    inc = external_allocation()
+    want = inc.run().oom
+    ext = node(fleet, "external")
+    (oom,) = ext.ooms
+    assert (oom["round"], oom["rid"], oom["tokens"], oom["available"], oom["reproduced"]) == (
+        want.round,
+        inc.victim,
+        want.tokens,
+        want.available,
+        True,
+    )
+    assert {c["id"] for c in oom["causes"]} == set(inc.holds)
+    assert ext.whole_log.gap_admissions == ()
+    assert ext.whole_log.tightest().margin < 0
 
 
 def test_a_node_without_gaps_lists_none(fleet):
