@@ -7,7 +7,8 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kvforensics.scan import NodeSpec, ScanOptions, scan_node
+from kvforensics.scan import Margin, NodeSpec, ScanOptions, scan_node
+from kvforensics.scan.whole_log import lowest_per_stretch
 from kvforensics.synth.agent import agent_capture, write_agent_node
 from tests.scan.test_fleet import truth_gaps
 
@@ -51,3 +52,17 @@ def test_scan_finds_every_gap_admission_of_the_run(seed, sizes):
         assert m.margin == m.left - m.unreserved_tails
     tight = n.whole_log.tightest()
     assert all(tight.margin <= m.margin for m in n.whole_log.margins)
+
+
+@given(
+    values=st.lists(st.integers(-(10**6), 10**6), min_size=1, max_size=2000),
+    points=st.integers(1, 300),
+)
+def test_margins_kept_are_few_in_order_and_hold_the_tightest(values, points):
+    margins = [Margin(i, None, v, 0, v) for i, v in enumerate(values)]
+    kept = lowest_per_stretch(margins, points)
+    assert len(kept) <= points
+    assert [m.round for m in kept] == sorted(m.round for m in kept)
+    tight = min(margins, key=lambda m: (m.margin, m.round))
+    assert tight in kept
+    assert set(kept) <= set(margins)
