@@ -11,8 +11,9 @@ from rich.table import Table
 
 from kvforensics.cli import app
 from kvforensics.cli._common import console, print_json, progress_bar, split_policies
-from kvforensics.ledger_io import write_frame
-from kvforensics.outputs import check_not_input
+from kvforensics.cli._inputs import check_format
+from kvforensics.ledger_io import ledger_format, write_frame
+from kvforensics.outputs import check_output
 from kvforensics.scenario import load_scenario
 
 
@@ -30,6 +31,10 @@ def simulate(
     ] = None,
 ) -> None:
     """Re-run a scenario's rounds under each policy and show decisions, pieces and any OOM."""
+    check_format(fmt, ("table", "json"))
+    if ledger is not None:
+        check_output(ledger, [scenario])
+        ledger_format(ledger)
     sc = load_scenario(scenario)
     results = []
     with progress_bar() as bar:
@@ -46,13 +51,10 @@ def simulate(
                 )
             )
     if ledger is not None:
-        check_not_input(ledger, [scenario])
         write_frame(pl.concat([r.ledger_frame() for r in results]), ledger)
     if fmt == "json":
         print_json([r.as_dict() for r in results])
         return
-    if fmt != "table":
-        raise typer.BadParameter("--format must be table or json")
     for r in results:
         table = Table(title=f"{sc.name} under [bold]{r.policy}[/]", show_lines=False)
         for col in ("round", "time s", "pieces [start, end)", "decisions", "B after"):

@@ -25,6 +25,9 @@ class ParseSummary:
     attached_lines: int = 0  # continuation lines owned by multi-line events
     blank_lines: int = 0
     gaps: list[str] = field(default_factory=list)
+    #: lines that matched a format but hold numbers a log cannot mean (logs/sanity.py)
+    unreadable: int = 0
+    unreadable_samples: list[tuple[str, int, str]] = field(default_factory=list)
 
     @property
     def lines(self) -> int:
@@ -59,4 +62,17 @@ class ParseSummary:
             "blank_lines": self.blank_lines,
             "decode_node": self.decode_node,
             "gaps": list(self.gaps),
+            "unreadable": self.unreadable,
+            "unreadable_samples": [list(s) for s in self.unreadable_samples],
         }
+
+    def notes(self) -> list[str]:
+        """What could not be read, one line each: the damage every command passes on."""
+        out = [f"{p}: ends in a cut line; the log stops mid-write" for p in self.cut_lines]
+        out += list(self.gaps)
+        if self.unreadable:
+            out.append(f"{self.unreadable} line(s) hold numbers a log cannot mean; not used")
+            out += [f"  unreadable: {p}:{n}: {why}" for p, n, why in self.unreadable_samples]
+        if self.unmatched:
+            out.append(f"{self.unmatched} line(s) matched no format")
+        return out

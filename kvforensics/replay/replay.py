@@ -108,7 +108,7 @@ def replay_logs(
             "no PrefillAdder lines in these logs, nothing to replay: give the deciding rank's "
             "(PP0) log of a build that prints them (upstream SGLang releases do not)"
         )
-    cfg, conf = read_config(events, overrides or {})
+    cfg, conf = read_config(events, overrides or {}, summary.unreadable_samples)
     rb = rebuild_rounds(events, cfg, conf, rank=rank)
     cross_check(rb, events)
     fidelity = check_fidelity(rb)
