@@ -61,9 +61,8 @@ HERE = Path(__file__).resolve().parent
 if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
 
-from _release import AddReqResult, PrefillAdder, Req, SamplingParams  # noqa: E402
-
 import torch  # noqa: E402
+from _release import PrefillAdder, Req, SamplingParams  # noqa: E402
 
 torch.set_num_threads(1)  # torch.searchsorted costs ~12 ms a call with many threads
 
@@ -74,6 +73,7 @@ _OVERRIDE = get_context().override_server_args(
 )
 _OVERRIDE.install()
 
+import sglang_ref  # noqa: E402  (the single-round driver's record shape)
 from sglang.srt.managers.schedule_batch import ScheduleBatch  # noqa: E402
 from sglang.srt.managers.schedule_policy import SchedulePolicy  # noqa: E402
 from sglang.srt.managers.scheduler import Scheduler  # noqa: E402
@@ -83,8 +83,6 @@ from sglang.srt.mem_cache.cache_init_params import CacheInitParams  # noqa: E402
 from sglang.srt.mem_cache.common import checkpoint_kv_cache, release_kv_cache  # noqa: E402
 from sglang.srt.mem_cache.memory_pool import ReqToTokenPool  # noqa: E402
 from sglang.srt.mem_cache.radix_cache import RadixCache  # noqa: E402
-
-import sglang_ref  # noqa: E402  (the single-round driver's record shape)
 
 
 class _RecordingAdder(PrefillAdder):
