@@ -43,6 +43,21 @@ def truth_gaps(cap) -> list[tuple]:
     return out
 
 
+def found(gaps) -> list[tuple]:
+    """The scan's gap admissions in the form of ``truth_gaps``."""
+    return [
+        (
+            g.round,
+            g.victim_rid,
+            g.unreserved_tail,
+            g.intruder_rid,
+            g.intruder_compute,
+            g.intruder_load_back,
+        )
+        for g in gaps
+    ]
+
+
 def test_one_node_per_directory(fleet, fleet_dir):
     assert [n.node for n in fleet.nodes] == [
         str(fleet_dir / d) for d in ("agent", "clean", "external", "incident")
@@ -52,17 +67,7 @@ def test_one_node_per_directory(fleet, fleet_dir):
 
 
 def test_every_gap_admission_of_the_agent_node_is_found(fleet):
-    got = [
-        (
-            g.round,
-            g.victim_rid,
-            g.unreserved_tail,
-            g.intruder_rid,
-            g.intruder_compute,
-            g.intruder_load_back,
-        )
-        for g in node(fleet, "agent").whole_log.gap_admissions
-    ]
+    got = found(node(fleet, "agent").whole_log.gap_admissions)
     want = truth_gaps(agent_capture())
     assert len(want) > 10
     assert got == want

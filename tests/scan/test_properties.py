@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from kvforensics.scan import Margin, NodeSpec, ScanOptions, scan_node
 from kvforensics.scan.whole_log import lowest_per_stretch
 from kvforensics.synth.agent import agent_capture, write_agent_node
-from tests.scan.test_fleet import truth_gaps
+from tests.scan.test_fleet import found, truth_gaps
 
 SIZES = st.sampled_from([16, 32, 64]).flatmap(
     lambda page: st.fixed_dictionaries(
@@ -34,17 +34,7 @@ def test_scan_finds_every_gap_admission_of_the_run(seed, sizes):
         n = scan_node(NodeSpec(tmp, tuple(map(str, paths))), ScanOptions())
     assert n.error is None, n.error
     assert n.mismatches == 0 and n.contradictions == 0
-    got = [
-        (
-            g.round,
-            g.victim_rid,
-            g.unreserved_tail,
-            g.intruder_rid,
-            g.intruder_compute,
-            g.intruder_load_back,
-        )
-        for g in n.whole_log.gap_admissions
-    ]
+    got = found(n.whole_log.gap_admissions)
     assert got == truth_gaps(agent_capture(seed, 120, **sizes))
     if not sizes["align_size"]:
         assert got == []  # without alignment a truncation spends the whole chunk budget
