@@ -165,6 +165,7 @@ class PrefillAdder:
         """Admit whole, truncate or refuse; the record's ``budget_state`` says whether the
         adder goes on (CONTINUE) or stops."""
         cfg, b, pool = self.cfg, self.budget, self.pool
+        base_unlocked = pool.baseline()
         pool.lock(req.prefix_keys)
         base = pool.baseline()
         before = (base, b.total_offset, b.cur_offset, b.rem_chunk, b.rem_input)
@@ -173,6 +174,12 @@ class PrefillAdder:
         # the same pool.
         need = sizing.memory_need(req.seq_len - req.device_prefix, self.max_new, self.check_page)
         prefix = req.device_prefix + req.host_hit
+        early = self.profile.refusal_before_lock(
+            need, base_unlocked - before[1], ceil_page(req.seq_len - prefix, cfg.page_size),
+            b.rem_input, bool(self.pieces),
+        )  # fmt: skip
+        if early is not None:
+            return self._reject(req, before, need, *early)
         refusal, reason, size = self._select(req, need, rem_total, prefix)
         if refusal is not None:
             return self._reject(req, before, need, refusal, reason)
@@ -238,7 +245,12 @@ class PrefillAdder:
             reason = f"would be a second chunked request beside {self.new_chunked.rid}"
             return OTHER, reason, None
         size = sizing.truncated_end(
-            prefix, b.rem_chunk, cfg.page_size, cfg.truncation_align_size, self.align
+            prefix,
+            b.rem_chunk,
+            cfg.page_size,
+            cfg.truncation_align_size,
+            self.align,
+            page_floor=self.profile.truncated_end_page_floor,
         )
         if size.end <= prefix:
             return OTHER, f"chunk budget {b.rem_chunk} leaves no whole page", size

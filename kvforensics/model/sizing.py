@@ -68,13 +68,22 @@ def resumed_piece(start: int, seq_len: int, rem_chunk: int, rem_total: int, alig
     return Sized(seq_len, seq_len, False, forced)
 
 
-def truncated_end(prefix: int, rem_chunk: int, page: int, truncation_align: int, align: int) -> Sized:
+def truncated_end(
+    prefix: int,
+    rem_chunk: int,
+    page: int,
+    truncation_align: int,
+    align: int,
+    *,
+    page_floor: bool = True,
+) -> Sized:
     """``add_one_req`` cutting a request short: the chunk budget in whole pages (floored to
-    ``truncation_align_size`` when set), then the end aligned to the checkpoint align."""
+    ``truncation_align_size`` when set), the end floored to a page (``page_floor``: the
+    releases that do), then aligned to the checkpoint align."""
     n = floor_page(rem_chunk, page)
     if truncation_align:
         n = n // truncation_align * truncation_align
-    raw = floor_page(prefix + n, page)
+    raw = floor_page(prefix + n, page) if page_floor else prefix + n
     return Sized(align_end(prefix, raw, align), raw, True)
 
 
