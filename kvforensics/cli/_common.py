@@ -58,6 +58,12 @@ def print_log_summary(summary) -> None:
             highlight=False,
             markup=False,
         )
+    undated = getattr(summary, "undated_events", 0)
+    if undated:
+        console.print(
+            f"[yellow]{undated} event(s) have no date in their prefix[/] (time of day only, or "
+            "none): their order is the line order"
+        )
     for path in summary.cut_lines:
         console.print(f"[yellow]{path} ends in a cut line[/]: the log stops mid-write")
     for gap in summary.gaps:
