@@ -17,6 +17,8 @@ from kvforensics.cli import app
 from kvforensics.cli._common import console, print_json, print_log_summary, split_policies
 from kvforensics.cli.rounds import Align, Chunk, Formats, PageSize, Pool, overrides
 from kvforensics.replay import replay_logs, verdict_text
+from kvforensics.replay.stock import StockAnalysis
+from kvforensics.replay.stock_words import stock_text
 
 
 @app.command()
@@ -45,8 +47,12 @@ def replay(
         rank=rank,
         progress=fmt != "json",
         formats=formats,
+        stock=True,
     )
     d = rr.as_dict()
+    if isinstance(rr, StockAnalysis):
+        _print_stock(rr, d, fmt)
+        sys.exit(rr.exit_code())
     if fmt == "json":
         print_json(d)
         sys.exit(rr.exit_code())
@@ -108,3 +114,13 @@ def replay(
     for a in d["assumptions"]:
         console.print("  " + a)
     sys.exit(rr.exit_code())
+
+
+def _print_stock(a: StockAnalysis, d: dict, fmt: str) -> None:
+    """A log without adder lines: what it tells, in JSON or words."""
+    if fmt == "json":
+        print_json(d)
+        return
+    print_log_summary(a.summary)
+    for line in stock_text(a):
+        console.print(line, highlight=False)

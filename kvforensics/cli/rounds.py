@@ -5,13 +5,16 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated
 
+import polars as pl
 import typer
 from rich.table import Table
 
 from kvforensics.cli import app
 from kvforensics.cli._common import console, print_json, print_log_summary
-from kvforensics.logs import read_events
+from kvforensics.logs import load_catalogue, read_events
+from kvforensics.replay.stock import require_scheduler_log, unread_fork_lines
 from kvforensics.rounds import cross_check, read_config, rebuild_rounds
+from kvforensics.rounds.batches import batch_rounds
 
 PageSize = Annotated[
     int | None, typer.Option("--page-size", help="Page size, if the log lacks startup lines.")
@@ -51,7 +54,13 @@ def rounds(
     formats: Formats = None,
 ) -> None:
     """Rebuild the rounds: observed, derived and inferred pieces, baselines and decisions."""
+    cat = load_catalogue(formats)
     events, summary = read_events(logs, extra_formats=formats, progress=True)
+    if not events.filter(pl.col("kind") == "adder_check").height:
+        require_scheduler_log(summary)
+        unread_fork_lines(events, cat)
+        _batch_level(events, summary, fmt, last, rank)
+        return
     cfg, conf = read_config(events, overrides(page_size, align, chunk_size, pool_size))
     rb = rebuild_rounds(events, cfg, conf, rank=rank)
     cross_check(rb, events)
@@ -86,3 +95,48 @@ def rounds(
     for c in rb.contradictions[:10]:
         console.print(f"  round {c['round']}: {c['what']}: {c['detail']}")
     console.print("✓ = cross-checked against another rank's lines")
+
+
+def _batch_level(events, summary, fmt: str, last: int, rank: str | None) -> None:
+    """A log without adder lines: one batch-level round per Prefill batch line."""
+    br = batch_rounds(events, rank)
+    if fmt == "json":
+        print_json({"log": summary.to_dict(), **br.as_dict()})
+        return
+    print_log_summary(summary)
+    shown = br.rounds[-last:] if last else br.rounds
+    who = f" of {br.rank}" if br.rank else ""
+    t = Table(
+        title=f"{len(br.rounds)} batch-level rounds{who} (one per Prefill batch line); "
+        f"last {len(shown)}"
+    )
+    for c in (
+        "round",
+        "time",
+        "line",
+        "#new-seq",
+        "#new-token",
+        "#cached-token",
+        "usage",
+        "#queue-req",
+    ):
+        t.add_column(c)
+    one_file = len(summary.files) == 1
+    for r in shown:
+        v = r.values
+        usage = f"{v['token_usage']:.2f}" if v.get("token_usage") is not None else ""
+        t.add_row(
+            str(r.index),
+            r.time or "",
+            r.where.rsplit(":", 1)[1] if one_file else r.where,
+            *(str(v.get(k, "")) for k in ("new_seq", "new_token", "cached_token")),
+            usage,
+            str(v.get("queue_req", "")),
+        )
+    console.print(t)
+    if br.other_ranks:
+        console.print(f"Other ranks with batch lines (use --rank): {', '.join(br.other_ranks)}")
+    console.print(
+        "Batch level only: the pieces of each request need PrefillAdder lines, which this "
+        "log does not have."
+    )
