@@ -52,7 +52,6 @@ def replay(
     d = rr.as_dict()
     if isinstance(rr, StockAnalysis):
         _print_stock(rr, d, fmt)
-        sys.exit(rr.exit_code())
     if fmt == "json":
         print_json(d)
         sys.exit(rr.exit_code())
@@ -120,7 +119,8 @@ def _print_stock(a: StockAnalysis, d: dict, fmt: str) -> None:
     """A log without adder lines: what it tells, in JSON or words."""
     if fmt == "json":
         print_json(d)
-        return
-    print_log_summary(a.summary)
-    for line in stock_text(a):
-        console.print(line, highlight=False)
+    else:
+        print_log_summary(a.summary)
+        for line in stock_text(a):
+            console.print(line, highlight=False)
+    sys.exit(a.exit_code())

@@ -492,16 +492,11 @@ def _match(cand: pl.DataFrame, fmt: Format) -> pl.DataFrame:
     return g.filter(pl.col("_g").struct.field("__m").is_not_null())
 
 
-def extract_chunk(
-    lines: pl.Series, first_line: int, file: str, cat: Catalogue, last_line_cut: bool = False
-) -> tuple[pl.DataFrame, ChunkStats]:
-    """Events of one chunk of lines (`first_line` = 1-based number of its first line)."""
-    stats = ChunkStats(lines=len(lines))
-    df = pl.DataFrame({"text": lines}).with_row_index("idx")
+def _match_all(
+    df: pl.DataFrame, cat: Catalogue
+) -> tuple[list[tuple[Format, pl.DataFrame]], pl.Series]:
+    """Each line to the first format that matches it (a literal pre-filter first)."""
     n = df.height
-    # the CSV splitter gives empty lines as null; whitespace-only lines are rare
-    blank = df["text"].is_null() | df["text"].str.contains(r"^[ \t\r]*$")
-    stats.blank = int(blank.sum())
     taken = (
         pl.Series("taken", [False] * n, dtype=pl.Boolean) if n else pl.Series([], dtype=pl.Boolean)
     )
@@ -527,31 +522,51 @@ def extract_chunk(
             continue
         taken = taken.scatter(ok["idx"], True)
         matched.append((fmt, ok))
+    return matched, taken
 
+
+def _messages(
+    df: pl.DataFrame,
+    matched: list[tuple[Format, pl.DataFrame]],
+    taken: pl.Series,
+    prefixed: pl.Series,
+    cat: Catalogue,
+) -> tuple[list[tuple[Format, pl.DataFrame]], list[int]]:
+    """Multi-line events with their lines attached, absorbed heads dropped, promotions
+    made; and the line indices the messages used."""
+    used: list[int] = []
+    swallowed: list[int] = []
+    bodies = []
+    prefix_re = _compiled(cat.prefix.regex)
+    for fmt, ok in matched:
+        if fmt.multiline:
+            strip = bool(cat.prefix.continues)
+            ok, att, sw = _multiline(df, ok, taken, prefixed, fmt, prefix_re, strip)
+            used += att
+            swallowed += sw
+        bodies.append((fmt, ok))
+    return _promote(bodies, swallowed, cat), used
+
+
+def extract_chunk(
+    lines: pl.Series, first_line: int, file: str, cat: Catalogue, last_line_cut: bool = False
+) -> tuple[pl.DataFrame, ChunkStats]:
+    """Events of one chunk of lines (`first_line` = 1-based number of its first line)."""
+    stats = ChunkStats(lines=len(lines))
+    df = pl.DataFrame({"text": lines}).with_row_index("idx")
+    n = df.height
+    # the CSV splitter gives empty lines as null; whitespace-only lines are rare
+    blank = df["text"].is_null() | df["text"].str.contains(r"^[ \t\r]*$")
+    stats.blank = int(blank.sum())
+    matched, taken = _match_all(df, cat)
     prefixed = starts_message(df["text"], cat)
     stats.prefixed = int(prefixed.sum())
     matched, taken = _drop_nested(matched, taken, prefixed)
     if last_line_cut and n:
         matched = [(fmt, _drop_cut_pair(ok, fmt, n - 1)) for fmt, ok in matched]
-    used: list[int] = []
-    swallowed: list[int] = []
-    bodies = []
-    for fmt, ok in matched:
-        if fmt.multiline:
-            ok, att, sw = _multiline(
-                df,
-                ok,
-                taken,
-                prefixed,
-                fmt,
-                _compiled(cat.prefix.regex),
-                bool(cat.prefix.continues),
-            )
-            used += att
-            swallowed += sw
-        bodies.append((fmt, ok))
+    events_by_format, used = _messages(df, matched, taken, prefixed, cat)
     parts = []
-    for fmt, ok in _promote(bodies, swallowed, cat):
+    for fmt, ok in events_by_format:
         if ok.height:
             stats.matched[fmt.name] = stats.matched.get(fmt.name, 0) + ok.height
             parts.append(_fields(ok, fmt))

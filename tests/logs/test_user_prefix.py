@@ -103,3 +103,33 @@ def test_a_cut_line_never_gives_a_wrong_number(tmp_path, cut):
     got, _ = _last(tmp_path, FULL[:cut])
     for f in FIELDS:
         assert got[f] is None or got[f] == want[f], f
+
+
+BRACKETS = """\
+[prefix]
+regex = '^\\[(?P<time>\\d{4}-\\d{2}-\\d{2} \\d{2}:\\d{2}:\\d{2})\\]\\[[\\w./]+:\\d+\\]\\[[A-Z]+\\]: (?:\\[(?P<rank>(?: ?(?:TP|PP|DP|EP)\\d+)*)\\] )?'
+
+[[prefix.samples]]
+line = "[2026-03-02 10:11:12][scheduler.py:120][INFO]: [TP3] x"
+expect = { time = "2026-03-02 10:11:12.000", rank = "TP3", tp = 3 }
+"""
+
+
+def test_a_bracketed_prefix_with_file_and_level(tmp_path):
+    fmt = tmp_path / "site.toml"
+    fmt.write_text(BRACKETS)
+    log = tmp_path / "site.log"
+    log.write_text(
+        "[2026-03-02 10:11:12][scheduler.py:120][ERROR]: [TP3] Prefill out of memory. "
+        "Try to lower your batch size.\nTry to allocate 512 tokens.\n"
+        "Available tokens: 100 (available_size=40 + evictable_size=60)\n"
+    )
+    ev, s = read_events([log], extra_formats=[fmt])
+    (row,) = ev.to_dicts()
+    assert (row["kind"], row["oom_tokens"], row["oom_available_size"], row["tp"]) == (
+        "oom",
+        512,
+        40,
+        3,
+    )
+    assert s.unmatched == 0
