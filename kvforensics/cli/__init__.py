@@ -43,6 +43,7 @@ from kvforensics.cli import (  # noqa: E402
     replay,  # noqa: F401
     report,  # noqa: F401
     rounds,  # noqa: F401
+    scan,  # noqa: F401
     simulate,  # noqa: F401
 )
 

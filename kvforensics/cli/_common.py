@@ -7,6 +7,8 @@ from typing import Any
 
 from rich.console import Console
 
+from kvforensics.report.terminal import paragraph, preview
+
 console = Console()
 err_console = Console(stderr=True)
 
@@ -18,16 +20,9 @@ def print_json(obj: Any) -> None:
 
 def split_policies(text: str) -> list[str]:
     """``"prefix,fixed"`` -> names, checked against the model's policies."""
-    from kvforensics.errors import InputError
-    from kvforensics.model import POLICIES
+    from kvforensics.report.inputs import check_policies
 
-    names = [p.strip() for p in text.split(",") if p.strip()]
-    bad = [p for p in names if p not in POLICIES]
-    if bad or not names:
-        raise InputError(
-            f"unknown policy {', '.join(bad) or '(none)'}; choose from {', '.join(POLICIES)}"
-        )
-    return names
+    return check_policies([p.strip() for p in text.split(",") if p.strip()])
 
 
 def progress_bar():
@@ -45,6 +40,21 @@ def progress_bar():
     )
 
 
+def print_para(text: str, indent: int = 2, hang: int = 4) -> None:
+    """One paragraph of prose, wrapped to the terminal with a hanging indent."""
+    console.print(paragraph(text, console.width, indent, hang), highlight=False, markup=False)
+
+
+def print_contradictions(items: list[dict], limit: int) -> None:
+    """How many contradictions, then the first few, each a paragraph of its own."""
+    console.print(f"{len(items)} contradiction(s) in the evidence" + (":" if items else ""))
+    for c in items[:limit]:
+        where = f"round {c['round']}: " if c.get("round") is not None else ""
+        print_para(f"{where}{c['what']}: {c['detail']}")
+    if len(items) > limit:
+        console.print(f"  ... and {len(items) - limit} more (--format json lists all)")
+
+
 def print_log_summary(summary) -> None:
     """One line on what was read, then what could not be: unmatched lines, cuts, gaps."""
     files = len(summary.files)
@@ -53,11 +63,8 @@ def print_log_summary(summary) -> None:
         f"{summary.unmatched} line(s) matched no format"
     )
     for sample in summary.unmatched_samples[:3]:
-        console.print(
-            f"  unmatched: {':'.join(str(x) for x in sample[:2])}: {str(sample[-1])[:100]}",
-            highlight=False,
-            markup=False,
-        )
+        where = ":".join(str(x) for x in sample[:2])
+        print_para(f"unmatched: {where}: {preview(sample[-1], 100)}")
     undated = getattr(summary, "undated_events", 0)
     if undated:
         console.print(

@@ -15,18 +15,29 @@ from rich.table import Table
 
 from kvforensics.cli import app
 from kvforensics.cli._common import console, err_console, print_json
+from kvforensics.cli._inputs import (
+    Align,
+    Chunk,
+    Formats,
+    LogOptions,
+    PageSize,
+    Pool,
+    Rank,
+    TransferSeconds,
+    check_format,
+)
 from kvforensics.errors import InputError, KvfError
 
 INSTALL = "kvforensics exec needs torch and triton: pip install -e '.[gpu]'"
 
 
-def _plans(inputs: list[Path], policy: str):
+def _plans(inputs: list[Path], policy: str, opts: LogOptions):
     """One plan per scenario file, or one plan for a set of log files (one incident)."""
     from kvforensics.exec.plan import plan_from_replay, plan_from_scenario
     from kvforensics.report.inputs import are_logs
 
     if are_logs(inputs):
-        return [plan_from_replay([str(p) for p in inputs], policy)]
+        return [plan_from_replay([str(p) for p in inputs], policy, **opts.replay_kwargs())]
     if not all(p.suffix.lower() == ".toml" for p in inputs):
         raise InputError("exec takes scenario TOML files, or the log files of one incident")
     return [plan_from_scenario(str(p), policy) for p in inputs]
@@ -59,6 +70,13 @@ def exec_(
         bool, typer.Option(help="Read all live KV back after every round (always at the end).")
     ] = True,
     fmt: Annotated[str, typer.Option("--format", help="table | json")] = "table",
+    transfer_seconds: TransferSeconds = None,
+    page_size: PageSize = None,
+    align: Align = None,
+    chunk_size: Chunk = None,
+    pool_size: Pool = None,
+    rank: Rank = None,
+    formats: Formats = None,
 ) -> None:
     """Perform each round's allocations, load-backs and writes on a real KV cache with an
     independent allocator; confirm the out-of-memory (or its absence) and KV integrity.
@@ -68,8 +86,8 @@ def exec_(
 
     if policy not in POLICIES:
         raise InputError(f"unknown policy {policy!r}; choose from {', '.join(POLICIES)}")
-    if fmt not in ("table", "json"):
-        raise typer.BadParameter("--format must be table or json")
+    check_format(fmt, ("table", "json"))
+    opts = LogOptions(page_size, align, chunk_size, pool_size, rank, formats, transfer_seconds)
     for n, name in ((layers, "--layers"), (kv_dim, "--kv-dim")):
         if n is not None and n <= 0:
             raise InputError(f"{name} must be positive")
@@ -93,7 +111,7 @@ def exec_(
         transient=True,
         disable=not err_console.is_terminal,
     ) as bar:
-        for plan in _plans(inputs, policy):
+        for plan in _plans(inputs, policy, opts):
             task = bar.add_task(f"{plan.name} [{policy}]", total=len(plan.steps))
             results.append(
                 execute(

@@ -9,6 +9,17 @@ import typer
 
 from kvforensics.cli import app
 from kvforensics.cli._common import console, print_json
+from kvforensics.cli._inputs import (
+    Align,
+    Chunk,
+    Formats,
+    LogOptions,
+    PageSize,
+    Pool,
+    Rank,
+    TransferSeconds,
+    check_format,
+)
 from kvforensics.errors import InputError
 from kvforensics.report.explain import explain_rid, explain_round
 from kvforensics.report.inputs import (
@@ -27,19 +38,26 @@ def explain(
     ],
     round_no: Annotated[int | None, typer.Option("--round", help="The round to tell.")] = None,
     rid: Annotated[str | None, typer.Option(help="Tell every round touching this request.")] = None,
-    policies: Annotated[
+    policy: Annotated[
         str | None, typer.Option(help="Comma-separated policies (scenario default: prefix,fixed).")
     ] = None,
     fmt: Annotated[str, typer.Option("--format", help="table | json | markdown")] = "table",
+    transfer_seconds: TransferSeconds = None,
+    page_size: PageSize = None,
+    align: Align = None,
+    chunk_size: Chunk = None,
+    pool_size: Pool = None,
+    rank: Rank = None,
+    formats: Formats = None,
 ) -> None:
     """Tell a round step by step under each policy: what each request asked, the books, the decision."""
     if (round_no is None) == (rid is None):
         raise InputError("give exactly one of --round or --rid")
-    if fmt not in ("table", "json", "markdown"):
-        raise InputError(f"--format must be table, json or markdown, not {fmt!r}")
-    names = [p.strip() for p in policies.split(",") if p.strip()] if policies else None
+    check_format(fmt, ("table", "json", "markdown"))
+    opts = LogOptions(page_size, align, chunk_size, pool_size, rank, formats, transfer_seconds)
+    names = [p.strip() for p in policy.split(",") if p.strip()] if policy else None
     if are_logs(sources):
-        _, results = replay_inputs(sources, names)
+        _, results = replay_inputs(sources, names, **opts.replay_kwargs())
     elif len(sources) != 1:
         raise InputError("explain takes one scenario or ledger file, or log files")
     elif is_scenario(sources[0]):

@@ -11,14 +11,33 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.table import Table
 
 from kvforensics.cli import app
-from kvforensics.cli._common import console, print_json, print_log_summary, split_policies
-from kvforensics.cli.rounds import Align, Chunk, Formats, PageSize, Pool, overrides
+from kvforensics.cli._common import (
+    console,
+    print_contradictions,
+    print_json,
+    print_log_summary,
+    print_para,
+    split_policies,
+)
+from kvforensics.cli._inputs import (
+    Align,
+    Chunk,
+    Formats,
+    LogOptions,
+    PageSize,
+    Pool,
+    Rank,
+    TransferSeconds,
+    check_format,
+)
 from kvforensics.replay import replay_logs, verdict_text
 from kvforensics.replay.stock import StockAnalysis
 from kvforensics.replay.stock_words import stock_text
+from kvforensics.report.terminal import FitTable
+from kvforensics.scan import whole_log, whole_log_dict
+from kvforensics.scan.terminal import whole_log_line
 
 
 @app.command()
@@ -28,30 +47,25 @@ def replay(
         str, typer.Option(help="Policies to run besides prefix.")
     ] = "fixed,upstream,drain",
     fmt: Annotated[str, typer.Option("--format", help="table | json")] = "table",
-    transfer_seconds: Annotated[
-        float | None, typer.Option(help="KV transfer time; default: inferred from the log.")
-    ] = None,
+    transfer_seconds: TransferSeconds = None,
     page_size: PageSize = None,
     align: Align = None,
     chunk_size: Chunk = None,
     pool_size: Pool = None,
-    rank: Annotated[str | None, typer.Option(help="The deciding rank.")] = None,
+    rank: Rank = None,
     formats: Formats = None,
 ) -> None:
     """Rebuild the rounds, check the model against them, re-run them under each policy."""
+    check_format(fmt, ("table", "json"))
+    opts = LogOptions(page_size, align, chunk_size, pool_size, rank, formats, transfer_seconds)
     rr = replay_logs(
-        logs,
-        split_policies(policy),
-        overrides=overrides(page_size, align, chunk_size, pool_size),
-        transfer_seconds=transfer_seconds,
-        rank=rank,
-        progress=fmt != "json",
-        formats=formats,
-        stock=True,
+        logs, split_policies(policy), progress=fmt != "json", stock=True, **opts.replay_kwargs()
     )
-    d = rr.as_dict()
     if isinstance(rr, StockAnalysis):
-        _print_stock(rr, d, fmt)
+        _print_stock(rr, fmt)
+    d = rr.as_dict()
+    wl = whole_log(rr)
+    d["whole_log"] = whole_log_dict(wl)
     if fmt == "json":
         print_json(d)
         sys.exit(rr.exit_code())
@@ -68,6 +82,7 @@ def replay(
         )
     else:
         console.print("[bold]No out of memory in these logs.[/]")
+    print_para(whole_log_line(wl), indent=0, hang=2)
     fid = d["fidelity"]
     console.print(
         f"Fidelity under prefix: {fid['rounds_checked']} logged rounds re-run, "
@@ -79,12 +94,33 @@ def replay(
         )
     )
     for m in fid["mismatches"][:10]:
-        console.print(
-            f"  round {m['round']} {m['rid']}: {m['field']} logged {m['logged']} model {m['model']} ({m.get('where', '')})"
+        print_para(
+            f"round {m['round']} {m['rid']}: {m['field']} logged {m['logged']} "
+            f"model {m['model']} ({m.get('where', '')})"
         )
-    t = Table(title=f"Policies from round {d['start_round']}")
-    for c in ("policy", "out of memory", "rounds", "unfinished"):
-        t.add_column(c)
+    console.print(_policy_table(d), highlight=False)
+    for name, p in d["policies"].items():
+        for x in (x for x in p.get("delays", []) if x["delay_s"]):
+            print_para(
+                f"{name}: {x['rid']} first token {x['delay_s']:+.2f} s later than under prefix"
+            )
+    console.print("[bold]Verdict[/]")
+    for line in verdict_text(d["root_cause"], o, rr.results):
+        print_para(line)
+    if d["contradictions"]:
+        print_contradictions(d["contradictions"], limit=5)
+    console.print("Assumptions:")
+    for a in d["assumptions"]:
+        print_para(a)
+    sys.exit(rr.exit_code())
+
+
+def _policy_table(d: dict) -> FitTable:
+    t = FitTable(
+        ["policy", "out of memory", "rounds", "unfinished"],
+        title=f"Policies from round {d['start_round']}",
+        right=(2,),
+    )
     for name, p in d["policies"].items():
         oom = p["oom"]
         t.add_row(
@@ -92,35 +128,21 @@ def replay(
             f"round {oom['round']} {oom['rid']} {oom['tokens']} tokens, {oom['available']} available"
             if oom
             else "none",
-            str(p["rounds"]),
+            p["rounds"],
             ", ".join(p["unfinished"]) or "-",
         )
-    console.print(t)
-    for name, p in d["policies"].items():
-        delayed = [x for x in p.get("delays", []) if x["delay_s"]]
-        for x in delayed:
-            console.print(
-                f"  {name}: {x['rid']} first token {x['delay_s']:+.2f} s later than under prefix"
-            )
-    console.print("[bold]Verdict[/]")
-    for line in verdict_text(d["root_cause"], o, rr.results):
-        console.print("  " + line)
-    if d["contradictions"]:
-        console.print(f"{len(d['contradictions'])} contradiction(s) in the evidence, e.g.:")
-        for c in d["contradictions"][:5]:
-            console.print(f"  round {c['round']}: {c['what']}: {c['detail']}")
-    console.print("Assumptions:")
-    for a in d["assumptions"]:
-        console.print("  " + a)
-    sys.exit(rr.exit_code())
+    return t
 
 
-def _print_stock(a: StockAnalysis, d: dict, fmt: str) -> None:
-    """A log without adder lines: what it tells, in JSON or words."""
+def _print_stock(a: StockAnalysis, fmt: str) -> None:
+    """A log without adder lines: what it tells, in JSON or words; then exit."""
     if fmt == "json":
-        print_json(d)
+        print_json(a.as_dict())
     else:
         print_log_summary(a.summary)
-        for line in stock_text(a):
-            console.print(line, highlight=False)
+        for i, line in enumerate(stock_text(a)):
+            if i == 0:
+                console.print(line, highlight=False)
+            else:
+                print_para(line, indent=0, hang=2)
     sys.exit(a.exit_code())

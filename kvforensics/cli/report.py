@@ -8,7 +8,17 @@ from typing import Annotated
 import typer
 
 from kvforensics.cli import app
-from kvforensics.cli._common import console
+from kvforensics.cli._common import console, split_policies
+from kvforensics.cli._inputs import (
+    Align,
+    Chunk,
+    Formats,
+    LogOptions,
+    PageSize,
+    Pool,
+    Rank,
+    TransferSeconds,
+)
 from kvforensics.errors import InputError
 from kvforensics.replay import verdict_text
 from kvforensics.report.inputs import are_logs, replay_inputs, run_scenario
@@ -19,18 +29,26 @@ from kvforensics.report.report import write_report
 def report(
     inputs: Annotated[list[Path], typer.Argument(help="A scenario TOML, or log files to replay.")],
     out: Annotated[Path, typer.Option("-o", "--out", help="Directory to write into.")],
-    policies: Annotated[
+    policy: Annotated[
         str, typer.Option(help="Comma-separated policies.")
     ] = "prefix,fixed,upstream,drain",
     round_no: Annotated[
         int | None, typer.Option("--round", help="Round to explain (default: where policies part).")
     ] = None,
     title: Annotated[str | None, typer.Option(help="Report title.")] = None,
+    transfer_seconds: TransferSeconds = None,
+    page_size: PageSize = None,
+    align: Align = None,
+    chunk_size: Chunk = None,
+    pool_size: Pool = None,
+    rank: Rank = None,
+    formats: Formats = None,
 ) -> None:
     """Write report.md, figures, ledgers and events (Parquet and CSV) for a replay or a scenario."""
-    names = [p.strip() for p in policies.split(",") if p.strip()]
+    names = split_policies(policy)
+    opts = LogOptions(page_size, align, chunk_size, pool_size, rank, formats, transfer_seconds)
     if are_logs(inputs):
-        rr, results = replay_inputs(inputs, names)
+        rr, results = replay_inputs(inputs, names, **opts.replay_kwargs())
         d = rr.as_dict()
         verdict = {
             "in words": verdict_text(d["root_cause"], d["observed_oom"], rr.results),

@@ -5,38 +5,27 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated
 
-import polars as pl
 import typer
-from rich.table import Table
 
 from kvforensics.cli import app
-from kvforensics.cli._common import console, print_json, print_log_summary
+from kvforensics.cli._common import console, print_contradictions, print_json, print_log_summary
+from kvforensics.cli._inputs import (
+    Align,
+    Chunk,
+    Formats,
+    LogOptions,
+    PageSize,
+    Pool,
+    Rank,
+    check_format,
+)
 from kvforensics.logs import load_catalogue, read_events
+from kvforensics.replay import EXIT_MISMATCH
 from kvforensics.replay.stock import require_scheduler_log, unread_fork_lines
+from kvforensics.report.terminal import FitTable
 from kvforensics.rounds import cross_check, read_config, rebuild_rounds
 from kvforensics.rounds.batches import batch_rounds
-
-PageSize = Annotated[
-    int | None, typer.Option("--page-size", help="Page size, if the log lacks startup lines.")
-]
-Align = Annotated[int | None, typer.Option("--align", help="Checkpoint end align size (0: none).")]
-Chunk = Annotated[int | None, typer.Option("--chunk-size", help="chunked_prefill_size.")]
-Pool = Annotated[int | None, typer.Option("--pool-size", help="max_total_num_tokens.")]
-Formats = Annotated[
-    list[Path] | None,
-    typer.Option(
-        "--formats", help="Extra format catalogue TOML for a fork's own lines (repeatable)."
-    ),
-]
-
-
-def overrides(page_size, align, chunk_size, pool_size) -> dict:
-    return {
-        "page_size": page_size,
-        "align_size": align,
-        "chunked_prefill_size": chunk_size,
-        "pool_size": pool_size,
-    }
+from kvforensics.rounds.ranks import describe_rank
 
 
 @app.command()
@@ -48,53 +37,70 @@ def rounds(
     align: Align = None,
     chunk_size: Chunk = None,
     pool_size: Pool = None,
-    rank: Annotated[
-        str | None, typer.Option(help="The deciding rank (default: the one with adder lines).")
-    ] = None,
+    rank: Rank = None,
     formats: Formats = None,
 ) -> None:
     """Rebuild the rounds: observed, derived and inferred pieces, baselines and decisions."""
-    cat = load_catalogue(formats)
+    check_format(fmt, ("table", "json"))
+    opts = LogOptions(page_size, align, chunk_size, pool_size, rank, formats)
     events, summary = read_events(logs, extra_formats=formats, progress=True)
-    if not events.filter(pl.col("kind") == "adder_check").height:
+    if not (events["kind"] == "adder_check").any():
         require_scheduler_log(summary)
-        unread_fork_lines(events, cat)
-        _batch_level(events, summary, fmt, last, rank)
+        unread_fork_lines(events, load_catalogue(formats))
+        _batch_level(events, summary, fmt, last, opts.rank)
         return
-    cfg, conf = read_config(events, overrides(page_size, align, chunk_size, pool_size))
-    rb = rebuild_rounds(events, cfg, conf, rank=rank)
+    cfg, conf = read_config(events, opts.overrides())
+    rb = rebuild_rounds(events, cfg, conf, rank=opts.rank)
     cross_check(rb, events)
     if fmt == "json":
         print_json({"log": summary.to_dict(), **rb.as_dict()})
-        return
+        raise typer.Exit(EXIT_MISMATCH if rb.contradictions else 0)
     print_log_summary(summary)
-    shown = rb.rounds[-last:] if last else rb.rounds
-    t = Table(
-        title=f"{len(rb.rounds)} rounds rebuilt from {rb.rank} ({len(logs)} file(s)); last {len(shown)}"
-    )
-    for c in ("round", "time", "pieces [start, end)", "provenance", "baseline", "after"):
-        t.add_column(c)
-    for r in shown:
-        pieces = "\n".join(f"{p.rid} [{p.start}, {p.end}) {p.kind}" for p in r.pieces) or "-"
-        prov = "\n".join(p.provenance + (" ✓" if p.cross_checked else "") for p in r.pieces) or "-"
-        t.add_row(
-            str(r.index),
-            str(r.time or ""),
-            pieces,
-            prov,
-            f"{r.baseline.value} ({r.baseline.provenance})" if r.baseline else "?",
-            f"{r.baseline_end.value}" if r.baseline_end else ("OOM" if r.oom else "?"),
+    source = describe_rank(events, rb.rank)
+    if not rb.rounds and not (events["kind"] == "adder_check").any():
+        console.print(
+            f"[yellow]{source} has no PrefillAdder lines[/]: no round can be rebuilt from it; "
+            "give the deciding rank's log (PP0) of a build that prints them",
+            highlight=False,
         )
-    console.print(t)
+    if rb.rounds:
+        console.print(_table(rb, source, last), highlight=False)
+    else:
+        console.print(f"0 rounds rebuilt from {source}", highlight=False)
     if rb.oom:
         console.print(
             f"[red]out of memory[/] in round {rb.oom.get('round')} ({rb.oom.get('rid')}): "
             f"Try to allocate {rb.oom['tokens']} tokens, {rb.oom['available']} available ({rb.oom['where']})"
         )
-    console.print(f"{len(rb.contradictions)} contradiction(s)")
-    for c in rb.contradictions[:10]:
-        console.print(f"  round {c['round']}: {c['what']}: {c['detail']}")
+    print_contradictions(rb.contradictions, limit=10)
     console.print("✓ = cross-checked against another rank's lines")
+    raise typer.Exit(EXIT_MISMATCH if rb.contradictions else 0)
+
+
+def _table(rb, source: str, last: int) -> FitTable:
+    shown = rb.rounds[-last:] if last else rb.rounds
+    days = sorted({str(r.time.date()) for r in shown if r.time is not None})
+    t = FitTable(
+        ["round", "time", "pieces [start, end)", "provenance", "baseline", "after"],
+        title=f"{len(rb.rounds)} rounds rebuilt from {source}"
+        + (f"; the last {len(shown)}" if len(shown) < len(rb.rounds) else "")
+        + (f" (times on {days[0]})" if len(days) == 1 else ""),
+        key=2,
+        right=(0,),
+    )
+    for r in shown:
+        pieces = "\n".join(f"{p.rid} [{p.start}, {p.end}) {p.kind}" for p in r.pieces) or "-"
+        prov = "\n".join(p.provenance + (" ✓" if p.cross_checked else "") for p in r.pieces) or "-"
+        when = "" if r.time is None else (str(r.time.time()) if len(days) == 1 else str(r.time))
+        t.add_row(
+            r.index,
+            when,
+            pieces,
+            prov,
+            f"{r.baseline.value} ({r.baseline.provenance})" if r.baseline else "?",
+            f"{r.baseline_end.value}" if r.baseline_end else ("OOM" if r.oom else "?"),
+        )
+    return t
 
 
 def _batch_level(events, summary, fmt: str, last: int, rank: str | None) -> None:
@@ -106,36 +112,27 @@ def _batch_level(events, summary, fmt: str, last: int, rank: str | None) -> None
     print_log_summary(summary)
     shown = br.rounds[-last:] if last else br.rounds
     who = f" of {br.rank}" if br.rank else ""
-    t = Table(
-        title=f"{len(br.rounds)} batch-level rounds{who} (one per Prefill batch line); "
-        f"last {len(shown)}"
+    t = FitTable(
+        ["round", "time", "line", "#new-seq", "#new-token", "#cached-token", "usage", "#queue-req"],
+        title=f"{len(br.rounds)} batch-level rounds{who}, one per Prefill batch line"
+        + (f"; the last {len(shown)}" if len(shown) < len(br.rounds) else ""),
+        right=(0, 3, 4, 5, 6, 7),
     )
-    for c in (
-        "round",
-        "time",
-        "line",
-        "#new-seq",
-        "#new-token",
-        "#cached-token",
-        "usage",
-        "#queue-req",
-    ):
-        t.add_column(c)
     one_file = len(summary.files) == 1
     for r in shown:
         v = r.values
         usage = f"{v['token_usage']:.2f}" if v.get("token_usage") is not None else ""
         t.add_row(
-            str(r.index),
+            r.index,
             r.time or "",
             r.where.rsplit(":", 1)[1] if one_file else r.where,
-            *(str(v.get(k, "")) for k in ("new_seq", "new_token", "cached_token")),
+            *(v.get(k, "") for k in ("new_seq", "new_token", "cached_token")),
             usage,
-            str(v.get("queue_req", "")),
+            v.get("queue_req", ""),
         )
-    console.print(t)
+    console.print(t, highlight=False)
     if br.other_ranks:
-        console.print(f"Other ranks with batch lines (use --rank): {', '.join(br.other_ranks)}")
+        console.print(f"Other ranks with batch lines (--rank): {', '.join(br.other_ranks)}")
     console.print(
         "Batch level only: the pieces of each request need PrefillAdder lines, which this "
         "log does not have."

@@ -11,6 +11,7 @@ from rich.table import Table
 
 from kvforensics.cli import app
 from kvforensics.cli._common import console, print_json, progress_bar, split_policies
+from kvforensics.cli._inputs import check_format
 from kvforensics.ledger_io import write_frame
 from kvforensics.outputs import check_not_input
 from kvforensics.scenario import load_scenario
@@ -30,6 +31,7 @@ def simulate(
     ] = None,
 ) -> None:
     """Re-run a scenario's rounds under each policy and show decisions, pieces and any OOM."""
+    check_format(fmt, ("table", "json"))
     sc = load_scenario(scenario)
     results = []
     with progress_bar() as bar:
@@ -51,8 +53,6 @@ def simulate(
     if fmt == "json":
         print_json([r.as_dict() for r in results])
         return
-    if fmt != "table":
-        raise typer.BadParameter("--format must be table or json")
     for r in results:
         table = Table(title=f"{sc.name} under [bold]{r.policy}[/]", show_lines=False)
         for col in ("round", "time s", "pieces [start, end)", "decisions", "B after"):

@@ -226,11 +226,12 @@ def plan_from_scenario(path: str, policy: str) -> Plan:
     return plan_from_result(snap, node.run(), sc.cfg, name=sc.name)
 
 
-def plan_from_replay(paths: list[str], policy: str) -> Plan:
-    """Replay logs, then plan the re-execution of ``policy`` from the replay's start round."""
+def plan_from_replay(paths: list[str], policy: str, **replay_kwargs) -> Plan:
+    """Replay logs, then plan the re-execution of ``policy`` from the replay's start round
+    (``replay_kwargs`` go to `replay_logs`: sizes, rank, formats, transfer time)."""
     from kvforensics.replay import replay_logs
 
-    rr = replay_logs(list(paths), [policy])
+    rr = replay_logs(list(paths), [policy], **replay_kwargs)
     if rr.build_node is None:
         raise InputError("these logs hold no round to replay")
     node = rr.build_node(policy)

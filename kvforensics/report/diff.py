@@ -12,11 +12,10 @@ from dataclasses import dataclass
 
 import polars as pl
 from rich.console import Group
-from rich.table import Table
-from rich.text import Text
 
 from kvforensics.report import _fmt
 from kvforensics.report.ledgers import RoundSummary, normalize, round_summaries
+from kvforensics.report.terminal import FitTable, Hanging
 
 #: what happened to a request (call/rid first: a different request at a step is a divergence)
 OUTCOME_FIELDS = (
@@ -174,22 +173,17 @@ class Diff:
     def rich(self) -> Group:
         """A terminal rendering: the per-round table with the divergent round marked."""
         L, R = self.left_name, self.right_name
-        t = Table(title=f"{L} vs {R}", show_lines=True)
-        t.add_column("round", justify="right")
+        headers = ["round"]
         for name in (L, R):
-            t.add_column(f"{name} pieces")
-            t.add_column(f"{name} decisions")
-            t.add_column("B after", justify="right")
-            t.add_column("tail", justify="right")
+            headers += [f"{name} pieces", f"{name} decisions", f"{name} B after", f"{name} tail"]
+        t = FitTable(headers, title=f"{L} vs {R}", right=(0, 3, 4, 7, 8), show_lines=True)
         fd = self.first_divergence or self.first_accounting_divergence
         for r in self.rounds:
             style = (
                 "bold yellow" if fd and r.round == fd.round else ("yellow" if r.differs else None)
             )
-            t.add_row(str(r.round), *_cells(r.left), *_cells(r.right), style=style)
-        notes = [
-            Text(line, style="bold" if i == 0 else "") for i, line in enumerate(self.headline())
-        ]
+            t.add_row(r.round, *_cells(r.left), *_cells(r.right), style=style)
+        notes = [Hanging("• ", line) for line in self.headline()]
         return Group(t, *notes)
 
 

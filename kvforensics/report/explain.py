@@ -8,7 +8,6 @@ from dataclasses import dataclass, field
 
 import polars as pl
 from rich.console import Group
-from rich.table import Table
 from rich.text import Text
 
 from kvforensics.errors import InputError
@@ -16,6 +15,7 @@ from kvforensics.model import RunResult
 from kvforensics.report import _fmt
 from kvforensics.report.diff import diff_ledgers
 from kvforensics.report.ledgers import ADDER_CALLS, ledger_of, page_size_of
+from kvforensics.report.terminal import FitTable, Hanging
 
 #: (key, header) of the step table, in the postmortem's reading order
 STEP_COLUMNS = (
@@ -87,17 +87,19 @@ class Explanation:
 
     def rich(self) -> Group:
         parts: list = [Text(f"Round {self.round}", style="bold")]
-        parts += [Text(c, style="yellow") for c in self.contrast]
+        parts += [Hanging("• ", c) for c in self.contrast]
         for policy, steps in self.steps.items():
-            t = Table(title=f"round {self.round} under {policy}", show_lines=True)
-            for i, (_, h) in enumerate(STEP_COLUMNS):
-                t.add_column(
-                    h, justify="right" if i in (0, 3, 4, 5, 6, 7, 10, 11, 15, 16) else "left"
-                )
+            t = FitTable(
+                [h for _, h in STEP_COLUMNS],
+                title=f"round {self.round} under {policy}",
+                key=3,
+                right=(0, 3, 4, 5, 6, 7, 10, 11, 15, 16),
+                show_lines=True,
+            )
             for row in _rows(steps):
                 t.add_row(*(_fmt.num(v) for v in row))
             parts.append(t)
-            parts += [Text(f"{s.values['step']}. {s.sentence}") for s in steps]
+            parts += [Hanging(f"{s.values['step']}. ", s.sentence) for s in steps]
         return Group(*parts)
 
 

@@ -50,7 +50,7 @@ def diff_inputs(
     """The two sides of a diff.
 
     * one scenario: two policies (default prefix, fixed), each run here;
-    * one ledger file holding several policies: `--policies` names the two;
+    * one ledger file holding several policies: `--policy` names the two;
     * two ledger files: each side from its file; one policy name picks it from both,
       two names pick the first from the left file and the second from the right.
     """
@@ -66,14 +66,14 @@ def diff_inputs(
     if len(inputs) == 1:
         if not policies or len(policies) != 2:
             raise InputError(
-                f"{inputs[0]}: one ledger file needs --policies naming the two to compare"
+                f"{inputs[0]}: one ledger file needs --policy naming the two to compare"
             )
         frames = ledgers_from_file(inputs[0], policies)
         return (policies[0], frames[policies[0]]), (policies[1], frames[policies[1]])
     if len(inputs) != 2:
         raise InputError(f"diff takes one scenario or one or two ledger files; got {len(inputs)}")
     if policies and len(policies) > 2:
-        raise InputError("with two ledger files, --policies names at most two policies")
+        raise InputError("with two ledger files, --policy names at most two policies")
     picks = [None, None] if not policies else [policies[0], policies[-1]]
     sides = []
     for path, pick in zip(inputs, picks, strict=True):
@@ -95,12 +95,13 @@ def are_logs(paths: Sequence[Path]) -> bool:
     )
 
 
-def replay_inputs(paths: Sequence[Path], policies: Sequence[str] | None):
-    """Replay logs: the rebuilt rounds re-run under ``prefix`` and the policies asked for."""
+def replay_inputs(paths: Sequence[Path], policies: Sequence[str] | None, **replay_kwargs):
+    """Replay logs: the rebuilt rounds re-run under ``prefix`` and the policies asked for
+    (``replay_kwargs``: the sizes, rank, formats and transfer time given on the command line)."""
     from kvforensics.replay import replay_logs
 
     names = check_policies(list(policies) if policies else ["prefix", "fixed"])
-    rr = replay_logs(list(paths), [p for p in names if p != "prefix"])
+    rr = replay_logs(list(paths), [p for p in names if p != "prefix"], **replay_kwargs)
     if not rr.results:
         raise InputError("these logs hold no round to replay")
     return rr, {p: rr.results[p] for p in names}

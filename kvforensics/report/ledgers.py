@@ -49,7 +49,7 @@ def select_policy(df: pl.DataFrame, policy: str | None, source: str) -> tuple[st
     if policy is None:
         if len(names) > 1:
             raise InputError(
-                f"{source} holds several policies ({', '.join(names)}); choose with --policies"
+                f"{source} holds several policies ({', '.join(names)}); choose with --policy"
             )
         return (names[0] if names else Path(source).stem), df
     if policy not in names:

@@ -32,13 +32,53 @@ def _count(rb: Rebuild, rank: str, what: str, theirs: int, ours: int) -> None:
         )
 
 
+#: every rank's log ends at the same crash; ends further apart than this are different runs
+END_SLACK_S = 60.0
+
+
+def _span(events: pl.DataFrame, rank: str) -> tuple[object, object, list[str]] | None:
+    ev = events.filter((pl.col("rank") == rank) & pl.col("time").is_not_null())
+    if not ev.height:
+        return None
+    return ev["time"].min(), ev["time"].max(), sorted(ev["file"].unique().to_list())
+
+
+def _apart(rb: Rebuild, events: pl.DataFrame, rank: str) -> bool:
+    """True (and one contradiction recorded) when ``rank``'s lines cannot be paired with
+    the deciding rank's rounds from the end: their times do not overlap, or they end far
+    apart. Without times there is nothing to tell, so they are compared."""
+    ours, theirs = _span(events, rb.rank), _span(events, rank)
+    if ours is None or theirs is None:
+        return False
+    (a0, a1, af), (b0, b1, bf) = ours, theirs
+    if b0 > a1 or a0 > b1:
+        why = "their time ranges do not overlap"
+    elif abs((b1 - a1).total_seconds()) > END_SLACK_S:
+        why = f"they end {abs((b1 - a1).total_seconds()):.0f} s apart, so not at the same crash"
+    else:
+        return False
+    rb.contradictions.append(
+        {
+            "round": None,
+            "what": "different times",
+            "detail": f"{rank} ({', '.join(bf)}: {b0} to {b1}) and {rb.rank} "
+            f"({', '.join(af)}: {a0} to {a1}): {why}; {rank}'s lines are not compared",
+        }
+    )
+    return True
+
+
 def cross_check(rb: Rebuild, events: pl.DataFrame) -> None:
     """Attach PP3 batch lines and PP replay plans to ``rb``'s rounds; record contradictions."""
+    if not rb.rounds:
+        return  # nothing to compare against (the deciding rank printed no round)
     forwarded = [r for r in rb.rounds if r.pieces and r.oom is None]
     with_pieces = [r for r in rb.rounds if r.pieces]
     batches = events.filter(pl.col("kind") == "prefill_batch").sort(["file", "line"])
     if batches.height:
         for rank in batches["rank"].unique().sort().to_list():
+            if _apart(rb, events, rank):
+                continue
             lines = batches.filter(pl.col("rank") == rank).to_dicts()
             extra = len(lines) - len(forwarded)
             if extra > 0 and rb.pending:
@@ -79,6 +119,8 @@ def cross_check(rb: Rebuild, events: pl.DataFrame) -> None:
     plans = events.filter(pl.col("kind") == "replay_plan").sort(["file", "line"])
     if plans.height:
         for rank in plans["rank"].unique().sort().to_list():
+            if _apart(rb, events, rank):
+                continue
             lines = plans.filter(pl.col("rank") == rank).to_dicts()
             # The plan of the crashing round may or may not have reached this rank.
             targets = (

@@ -16,6 +16,7 @@ import polars as pl
 
 from kvforensics.model import Config
 from kvforensics.rounds.provenance import DERIVED, INFERRED, OBSERVED, Prov, where
+from kvforensics.rounds.ranks import deciding_rank
 
 KINDS = ("adder_check", "adder_result", "hicache_load_back", "as_write", "oom")
 
@@ -330,8 +331,7 @@ def rebuild_rounds(
     events: pl.DataFrame, cfg: Config, config: dict[str, Prov], rank: str | None = None
 ) -> Rebuild:
     ev = events.filter(pl.col("kind").is_in(KINDS))
-    ranks = ev.filter(pl.col("kind") == "adder_check")["rank"].unique().to_list()
-    deciding = rank or (sorted(ranks)[0] if ranks else (ev["rank"][0] if ev.height else ""))
+    deciding = deciding_rank(events, rank)
     rows = ev.filter(pl.col("rank") == deciding).sort(["file", "line"]).to_dicts()
     rounds, oom = _segment(rows, cfg)
     contradictions: list[dict] = []

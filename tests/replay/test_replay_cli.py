@@ -53,9 +53,9 @@ def test_replay_pp0_reproduces_the_incident(pp0_only):
     assert rc in (0, 3)
 
 
-def rounds_json(*files):
+def rounds_json(*files, rc=0):
     out = cli("rounds", *files, "--format", "json")
-    assert out.returncode == 0, out.stderr
+    assert out.returncode == rc, out.stderr
     return json.loads(out.stdout)
 
 
@@ -212,7 +212,7 @@ def test_other_ranks_that_disagree_are_contradictions(tmp_path):
     pp3 = (INC / "pp3.log").read_text().replace("#new-token: 2816,", "#new-token: 2880,")
     (tmp_path / "pp1.log").write_text(pp1)
     (tmp_path / "pp3.log").write_text(pp3)
-    d = rounds_json(INC / "pp0.log", tmp_path / "pp1.log", tmp_path / "pp3.log")
+    d = rounds_json(INC / "pp0.log", tmp_path / "pp1.log", tmp_path / "pp3.log", rc=3)
     what = {c["what"]: c["detail"] for c in d["contradictions"]}
     assert "2880" in what["#new-token"] and "2816" in what["#new-token"]
     assert "extend_tokens=128" in what["PP plan"]

@@ -165,11 +165,11 @@ def test_cli_diff_explain_report(tmp_path):
     assert '"step": 3' in r.stdout
     ledger = tmp_path / "l.parquet"
     assert cli("simulate", INCIDENT, "--ledger", ledger).returncode == 0
-    r = cli("diff", ledger, "--policies", "prefix,fixed", "--format", "markdown")
+    r = cli("diff", ledger, "--policy", "prefix,fixed", "--format", "markdown")
     assert r.returncode == 0 and "round 0, step 3" in r.stdout
     r = cli("explain", INCIDENT, "--round", "0", "--format", "markdown")
     assert r.returncode == 0 and "13310" in r.stdout
-    r = cli("report", INCIDENT, "-o", tmp_path / "rep", "--policies", "prefix,fixed")
+    r = cli("report", INCIDENT, "-o", tmp_path / "rep", "--policy", "prefix,fixed")
     assert r.returncode == 0, r.stderr
     assert (tmp_path / "rep" / "report.md").exists()
 
@@ -178,14 +178,14 @@ def test_cli_diff_explain_report(tmp_path):
     "args",
     [
         ("diff", "missing.toml"),
-        ("diff", INCIDENT, "--policies", "prefix,bogus"),
+        ("diff", INCIDENT, "--policy", "prefix,bogus"),
         ("diff", "missing.parquet", "other.parquet"),
         ("explain", INCIDENT, "--round", "99"),
         ("explain", INCIDENT, "--rid", "nobody"),
         ("explain", INCIDENT),
         ("explain", "missing.toml", "--round", "0"),
         ("report", INCIDENT, "-o", INCIDENT),
-        ("report", INCIDENT, "-o", "unused", "--policies", "bogus"),
+        ("report", INCIDENT, "-o", "unused", "--policy", "bogus"),
     ],
 )
 def test_cli_bad_input_is_one_line_exit_2(args, tmp_path):
@@ -199,4 +199,4 @@ def test_cli_several_policies_in_one_file_need_a_choice(tmp_path):
     ledger = tmp_path / "l.csv"
     assert cli("simulate", INCIDENT, "--ledger", ledger).returncode == 0
     r = cli("diff", ledger, ledger)
-    assert r.returncode == 2 and "choose with --policies" in r.stderr
+    assert r.returncode == 2 and "choose with --policy" in r.stderr

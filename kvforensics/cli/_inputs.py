@@ -1,0 +1,94 @@
+"""The options every command that reads logs takes, declared once.
+
+A command lists the aliases below in its signature and packs them with `LogOptions`;
+the library gets them as keyword arguments, so a new input flag is added here and in
+`LogOptions` only."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from kvforensics.errors import InputError
+
+_IN = "Log input"
+
+PageSize = Annotated[
+    int | None,
+    typer.Option(
+        "--page-size", help="Page size, if the log lacks startup lines.", rich_help_panel=_IN
+    ),
+]
+Align = Annotated[
+    int | None,
+    typer.Option("--align", help="Checkpoint end align size (0: none).", rich_help_panel=_IN),
+]
+Chunk = Annotated[
+    int | None, typer.Option("--chunk-size", help="chunked_prefill_size.", rich_help_panel=_IN)
+]
+Pool = Annotated[
+    int | None, typer.Option("--pool-size", help="max_total_num_tokens.", rich_help_panel=_IN)
+]
+Rank = Annotated[
+    str | None,
+    typer.Option(
+        "--rank", help="The deciding rank (default: the one with adder lines).", rich_help_panel=_IN
+    ),
+]
+Formats = Annotated[
+    list[Path] | None,
+    typer.Option(
+        "--formats",
+        help="Extra format catalogue TOML for a fork's own lines (repeatable).",
+        rich_help_panel=_IN,
+    ),
+]
+TransferSeconds = Annotated[
+    float | None,
+    typer.Option(
+        "--transfer-seconds",
+        help="KV transfer time; default: inferred from the log.",
+        rich_help_panel=_IN,
+    ),
+]
+
+
+@dataclass(frozen=True, slots=True)
+class LogOptions:
+    """What a command was told about its logs beyond the files themselves."""
+
+    page_size: int | None = None
+    align: int | None = None
+    chunk_size: int | None = None
+    pool_size: int | None = None
+    rank: str | None = None
+    formats: list[Path] | None = None
+    transfer_seconds: float | None = None
+
+    def overrides(self) -> dict[str, int | None]:
+        """The sizes, under the names the configuration reader uses."""
+        return {
+            "page_size": self.page_size,
+            "align_size": self.align,
+            "chunked_prefill_size": self.chunk_size,
+            "pool_size": self.pool_size,
+        }
+
+    def replay_kwargs(self) -> dict:
+        """Keyword arguments of `replay_logs`."""
+        return {
+            "overrides": self.overrides(),
+            "transfer_seconds": self.transfer_seconds,
+            "rank": self.rank,
+            "formats": self.formats,
+        }
+
+
+def check_format(fmt: str, choices: tuple[str, ...]) -> str:
+    """An output format the command knows, else a one-line error (exit 2)."""
+    if fmt not in choices:
+        raise InputError(f"unknown --format {fmt!r}; choose from {', '.join(choices)}")
+    return fmt

@@ -1,0 +1,90 @@
+"""`kvforensics scan`: many nodes' logs, the whole-log findings per node, and the totals."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from kvforensics.cli import app
+from kvforensics.cli._common import console, print_json, progress_bar, split_policies
+from kvforensics.cli._inputs import (
+    Align,
+    Chunk,
+    Formats,
+    LogOptions,
+    PageSize,
+    Pool,
+    Rank,
+    TransferSeconds,
+    check_format,
+)
+
+
+@app.command()
+def scan(
+    paths: Annotated[
+        list[str], typer.Argument(help="Log files, directories (recursive), globs or fsspec URLs.")
+    ],
+    output: Annotated[
+        Path | None,
+        typer.Option("-o", "--output", help="Nodes table as Parquet (gap admissions beside it)."),
+    ] = None,
+    fmt: Annotated[str, typer.Option("--format", help="table | json")] = "table",
+    engine: Annotated[str, typer.Option(help="local (process pool) | ray")] = "local",
+    address: Annotated[
+        str | None, typer.Option(help="Ray cluster address; default: start a local Ray.")
+    ] = None,
+    jobs: Annotated[int | None, typer.Option(help="Local workers; default: one per core.")] = None,
+    group_by: Annotated[
+        str, typer.Option(help="dir: a node per directory (its PP ranks) | file")
+    ] = "dir",
+    report: Annotated[
+        Path | None, typer.Option(help="Write a markdown summary and figures here.")
+    ] = None,
+    policy: Annotated[str, typer.Option(help="Policies run forward besides prefix.")] = "fixed",
+    transfer_seconds: TransferSeconds = None,
+    page_size: PageSize = None,
+    align: Align = None,
+    chunk_size: Chunk = None,
+    pool_size: Pool = None,
+    rank: Rank = None,
+    formats: Formats = None,
+) -> None:
+    """Scan a fleet's logs: out-of-memory causes, gap admissions, margins, what fixes refuse."""
+    from kvforensics.scan import ScanOptions, scan, write_parquet
+    from kvforensics.scan.terminal import print_fleet
+
+    check_format(fmt, ("table", "json"))
+    given = LogOptions(page_size, align, chunk_size, pool_size, rank, formats, transfer_seconds)
+    opts = ScanOptions(
+        policies=tuple(split_policies(policy)),
+        overrides=tuple(given.overrides().items()),
+        transfer_seconds=transfer_seconds,
+        rank=rank,
+        formats=tuple(str(f) for f in formats or ()),
+    )
+    with progress_bar() as bar:
+        task = bar.add_task("nodes", total=None)
+        fleet = scan(
+            paths,
+            opts,
+            group_by=group_by,
+            engine=engine,
+            jobs=jobs,
+            address=address,
+            on_start=lambda n: bar.update(task, total=n),
+            on_done=lambda _n: bar.advance(task),
+        )
+    written = write_parquet(fleet, output, paths) if output else []
+    if report:
+        from kvforensics.scan.report import write_report
+
+        written += write_report(fleet, report)
+    if fmt == "json":
+        print_json(fleet.as_dict())
+        return
+    print_fleet(fleet, console)
+    for path in written:
+        console.print(f"wrote {path}", highlight=False)

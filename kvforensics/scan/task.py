@@ -1,0 +1,123 @@
+"""The per-node task: the same rebuild, fidelity check and causes as ``replay``, then the
+whole-log findings. A plain function of picklable records, so a process pool and Ray run
+the same code and return the same ``NodeScan``."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from kvforensics.errors import KvfError
+from kvforensics.logs.source import check_readable
+from kvforensics.scan.discover import is_url
+from kvforensics.scan.records import NodeScan, NodeSpec
+from kvforensics.scan.whole_log import whole_log
+
+
+@dataclass(frozen=True, slots=True)
+class ScanOptions:
+    """What ``replay`` takes besides the logs, the same for every node."""
+
+    policies: tuple[str, ...] = ("fixed",)
+    overrides: tuple[tuple[str, int | None], ...] = ()
+    transfer_seconds: float | None = None
+    rank: str | None = None
+    formats: tuple[str, ...] = ()
+
+
+def scan_node(spec: NodeSpec, opts: ScanOptions) -> NodeScan:
+    """Never raises for bad input: the node's result says what went wrong in a line."""
+    with tempfile.TemporaryDirectory(prefix="kvf-scan-") as tmp:
+        local, unreadable = _fetch(spec.files, Path(tmp))
+        if not local:
+            return NodeScan(spec.node, spec.files, "no readable file", tuple(unreadable))
+        try:
+            return _scan(spec, opts, local, tuple(unreadable))
+        except KvfError as exc:
+            return NodeScan(spec.node, spec.files, str(exc), tuple(unreadable))
+        except Exception as exc:  # one broken node must not stop the fleet
+            text = f"internal error: {type(exc).__name__}: {exc}".splitlines()[0]
+            return NodeScan(spec.node, spec.files, text, tuple(unreadable))
+
+
+def _fetch(files: tuple[str, ...], tmp: Path) -> tuple[list[Path], list[tuple[str, str]]]:
+    """Local paths for the node's files (a URL is copied into ``tmp`` under its own name),
+    and the files that cannot be read with the reason."""
+    local, bad = [], []
+    for i, f in enumerate(files):
+        try:
+            if is_url(f):
+                local.append(_copy(f, tmp / str(i)))
+            else:
+                check_readable(Path(f))
+                local.append(Path(f))
+        except KvfError as exc:
+            bad.append((f, str(exc).removeprefix(f"{f}: ")))
+        except OSError as exc:
+            bad.append((f, f"cannot read: {exc.strerror or exc}"))
+    return local, bad
+
+
+def _copy(url: str, folder: Path) -> Path:
+    import fsspec
+
+    folder.mkdir(parents=True)
+    dest = folder / url.rsplit("/", 1)[-1]
+    with fsspec.open(url, "rb") as src, dest.open("wb") as out:
+        shutil.copyfileobj(src, out, 4 << 20)
+    return dest
+
+
+def _scan(spec: NodeSpec, opts: ScanOptions, local: list[Path], unreadable) -> NodeScan:
+    from kvforensics.replay import replay_logs
+
+    rr = replay_logs(
+        local,
+        list(opts.policies),
+        overrides=dict(opts.overrides),
+        transfer_seconds=opts.transfer_seconds,
+        rank=opts.rank,
+        formats=[Path(f) for f in opts.formats] or None,
+    )
+    rb = rr.rebuild
+    return NodeScan(
+        node=spec.node,
+        files=spec.files,
+        unreadable=unreadable,
+        bytes_read=sum(f.bytes_on_disk for f in rr.summary.files),
+        rounds=len(rb.rounds),
+        logged_rounds=sum(1 for r in rb.rounds if r.decisions),
+        ooms=_ooms(rr),
+        whole_log=whole_log(rr),
+        fidelity_rounds=rr.fidelity["rounds_checked"],
+        mismatches=len(rr.fidelity["mismatches"]),
+        contradictions=len(rb.contradictions),
+        exit_code=rr.exit_code(),
+        notes=tuple(rr.summary.gaps),
+    )
+
+
+def _ooms(rr) -> tuple[dict, ...]:
+    o = rr.observed_oom
+    if not o:
+        return ()
+    return ({**o, "reproduced": rr.reproduced, "causes": held_causes(rr)},)
+
+
+def held_causes(rr) -> list[dict]:
+    """The cause catalogue's held findings (``id``, ``summary``, ``round``)."""
+    causes = getattr(rr, "causes", None)
+    if causes is not None:
+        return [{"id": c.id, "summary": c.summary, "round": c.round} for c in causes if c.held]
+    from kvforensics.replay.verdict import root_cause
+
+    rc = root_cause(rr)
+    if rc is None or not rc.get("intruder_rid"):
+        return []
+    summary = (
+        f"{rc['intruder_rid']} came through the {rc['leftover_chunk_budget']}-token gap after "
+        f"{rc['victim_rid']}'s truncation and took its unreserved tail's slots"
+    )
+    return [{"id": "unreserved_tail", "summary": summary, "round": rc["round"]}]

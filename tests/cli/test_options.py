@@ -1,0 +1,156 @@
+"""One set of options across commands; exit codes and small cases, as a user meets them."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import typer
+
+from kvforensics.cli import app
+from tests.conftest import FIXTURES, ROOT
+
+INC = FIXTURES / "logs" / "incident"
+SCENARIO = FIXTURES / "scenarios" / "incident-2026-11-02.toml"
+INPUT_FLAGS = {
+    "--transfer-seconds",
+    "--formats",
+    "--page-size",
+    "--align",
+    "--chunk-size",
+    "--pool-size",
+    "--rank",
+}
+
+
+def cli(*args, columns=None):
+    env = dict(os.environ)
+    if columns:
+        env["COLUMNS"] = str(columns)
+    return subprocess.run(
+        [sys.executable, "-m", "kvforensics", *map(str, args)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=env,
+        timeout=300,
+    )
+
+
+def flags(command: str) -> set[str]:
+    group = typer.main.get_command(app)
+    return {o for p in group.commands[command].params for o in p.opts}
+
+
+@pytest.mark.parametrize("command", ["replay", "diff", "explain", "report", "exec"])
+def test_commands_that_replay_logs_take_replays_input_flags(command):
+    have = flags(command)
+    assert have >= INPUT_FLAGS, INPUT_FLAGS - have
+    assert "--policy" in have and "--policies" not in have
+
+
+def test_rounds_takes_the_same_log_flags_except_the_transfer_time():
+    assert INPUT_FLAGS - {"--transfer-seconds"} <= flags("rounds")
+
+
+def test_simulate_takes_policy():
+    assert "--policy" in flags("simulate")
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("replay", INC / "pp0.log", "--format", "yaml"),
+        ("rounds", INC / "pp0.log", "--format", "jsn"),
+        ("simulate", SCENARIO, "--format", "csv"),
+        ("diff", SCENARIO, "--format", "html"),
+        ("explain", SCENARIO, "--round", "0", "--format", "yaml"),
+    ],
+)
+def test_unknown_format_is_exit_2_with_the_choices(args):
+    r = cli(*args)
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    assert r.stdout == ""
+    (line,) = r.stderr.strip().splitlines()
+    assert repr(args[-1]) in line and "table" in line and "json" in line
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("replay", INC / "pp0.log", "--policy", "fixd"),
+        ("simulate", SCENARIO, "--policy", "prefix,nope"),
+        ("diff", SCENARIO, "--policy", "prefix,nope"),
+        ("explain", SCENARIO, "--round", "0", "--policy", "nope"),
+        ("report", SCENARIO, "-o", "unused-dir", "--policy", "nope"),
+    ],
+)
+def test_unknown_policy_is_exit_2_with_the_choices(args, tmp_path):
+    r = cli(*args)
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    (line,) = r.stderr.strip().splitlines()
+    assert "fixed" in line and "upstream" in line and "drain" in line
+    assert not (ROOT / "unused-dir").exists()
+
+
+def test_version():
+    from importlib.metadata import version
+
+    r = cli("--version")
+    assert r.returncode == 0
+    assert r.stdout.strip() == f"kvforensics {version('kvforensics')}"
+
+
+def test_explain_of_logs_takes_the_transfer_time():
+    """--transfer-seconds reaches commands other than replay: C's first token moves."""
+
+    def delay(seconds):
+        r = cli("replay", INC / "pp0.log", "--transfer-seconds", seconds, "--format", "json")
+        d = json.loads(r.stdout)
+        return {x["rid"]: x["delay_s"] for x in d["policies"]["fixed"]["delays"]}
+
+    c = "as-xpkq7d03n5"
+    assert delay(9)[c] > delay(5)[c] > 0
+
+    def admitted(seconds):  # the last round explain tells of C under fixed
+        r = cli(
+            "explain", INC / "pp0.log", "--rid", c, "--policy", "fixed",
+            "--transfer-seconds", seconds, "--format", "json",
+        )  # fmt: skip
+        assert r.returncode == 0, r.stderr
+        return max(e["round"] for e in json.loads(r.stdout))
+
+    assert admitted(9) > admitted(2)
+    r = cli("explain", INC / "pp0.log", "--round", 7747, "--rank", "PP9", "--format", "json")
+    assert r.returncode == 2 and "PP9" in r.stderr and "PP0" in r.stderr
+
+
+def test_rounds_of_a_rank_without_adder_lines_names_it_and_its_file():
+    r = cli("rounds", INC / "pp1.log.gz", columns=200)
+    assert "PP1 (" in r.stdout and "pp1.log.gz" in r.stdout
+    assert "from  (" not in r.stdout and "None" not in r.stdout
+    assert "no PrefillAdder lines" in r.stdout
+
+
+def test_rounds_exits_3_on_contradictions_like_replay():
+    log = FIXTURES / "logs" / "contradiction" / "pp0.log"
+    rep = cli("replay", log, "--format", "json")
+    d = json.loads(rep.stdout)
+    assert d["contradictions"] or d["fidelity"]["mismatches"]
+    rounds = cli("rounds", log, "--format", "json")
+    expected = 3 if json.loads(rounds.stdout)["contradictions"] else 0
+    assert rounds.returncode == expected
+    clean = cli("rounds", FIXTURES / "logs" / "clean" / "pp0.log")
+    assert clean.returncode == 0
+
+
+def test_logs_from_different_times_are_one_line_not_a_flood():
+    """A deciding log and another rank's log of another run: said once, nothing paired."""
+    r = cli("replay", FIXTURES / "logs" / "clean" / "pp0.log", INC / "pp3.log", "--format", "json")
+    d = json.loads(r.stdout)
+    kinds = [c["what"] for c in d["contradictions"]]
+    assert kinds == ["different times"], kinds
+    assert "PP3" in d["contradictions"][0]["detail"]
+    assert "pp3.log" in d["contradictions"][0]["detail"]
+    assert r.returncode == 3

@@ -1,0 +1,78 @@
+"""`kvforensics scan` and `replay`'s whole-log line, as a user runs them."""
+
+import json
+import os
+import subprocess
+import sys
+
+import polars as pl
+
+
+def cli(*args, columns=80):
+    env = {**os.environ, "COLUMNS": str(columns)}
+    return subprocess.run(
+        [sys.executable, "-m", "kvforensics", *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+    )
+
+
+def words(text: str) -> str:
+    return " ".join(text.split())
+
+
+def test_scan_table_json_and_parquet(fleet_dir, tmp_path):
+    out = tmp_path / "fleet.parquet"
+    r = cli("scan", fleet_dir, tmp_path / "missing.log", "--jobs", "1", "-o", out)
+    assert r.returncode == 0, r.stderr
+    text = words(r.stdout)
+    assert "as-1keim4u1e8" in text and "unreserved_tail" in text
+    assert f"unreadable: {tmp_path / 'missing.log'}: no such file or directory" in text
+    assert "3 of 3 node(s) scanned" in text
+    assert pl.read_parquet(out).height == 3
+    assert pl.read_parquet(tmp_path / "fleet.gap_admissions.parquet").height > 10
+    j = cli("scan", fleet_dir / "incident", "--format", "json", "--jobs", "1")
+    d = json.loads(j.stdout)
+    (n,) = d["nodes"]
+    assert n["gap_admissions"][0]["intruder_rid"] == "as-xpkq7d03n5"
+    assert d["totals"]["ooms"] == 1
+
+
+def test_scan_names_nodes_below_the_fleet_directory_at_any_width(fleet_dir):
+    for columns in (80, 200):
+        r = cli("scan", fleet_dir, "--jobs", "1", columns=columns)
+        lines = r.stdout.splitlines()
+        assert lines[0].strip() == f"Fleet scan of {fleet_dir}"
+        starts = [line.split("│")[1].strip() for line in lines if line.startswith("│ ")]
+        assert [s for s in starts if s in ("agent", "clean", "incident")] == [
+            "agent",
+            "clean",
+            "incident",
+        ]
+        assert all(len(line) <= columns for line in lines)
+
+
+def test_scan_of_nothing_and_writing_over_an_input_are_one_line_errors(fleet_dir, tmp_path):
+    r = cli("scan", tmp_path / "nothing-here")
+    assert r.returncode == 2
+    assert r.stderr.strip().splitlines() == [
+        f"error: no log file to scan: {tmp_path / 'nothing-here'}: no such file or directory"
+    ]
+    log = fleet_dir / "clean" / "pp0.log"
+    before = log.read_bytes()
+    r = cli("scan", log, "--jobs", "1", "-o", log)
+    assert r.returncode == 2 and "it is one of the input files" in r.stderr
+    assert log.read_bytes() == before
+
+
+def test_replay_of_a_healthy_log_reports_its_gaps_and_margin(fleet_dir):
+    r = cli("replay", *sorted((fleet_dir / "agent").glob("*.log")))
+    assert r.returncode == 0, r.stderr
+    text = words(r.stdout)
+    assert "No out of memory in these logs." in text
+    assert "Whole log:" in text and "admission(s) through a gap" in text
+    j = json.loads(cli("replay", fleet_dir / "agent" / "pp0.log", "--format", "json").stdout)
+    assert len(j["whole_log"]["gap_admissions"]) > 10
+    assert j["whole_log"]["tightest_margin"]["margin"] > 0
