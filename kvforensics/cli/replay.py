@@ -140,9 +140,9 @@ def _print_stock(a: StockAnalysis, fmt: str) -> None:
         print_json(a.as_dict())
     else:
         print_log_summary(a.summary)
-        for i, line in enumerate(stock_text(a)):
-            if i == 0:
-                console.print(line, highlight=False)
-            else:
-                print_para(line, indent=0, hang=2)
+        head, *rest = stock_text(a)
+        console.print(head, style="bold", highlight=False, markup=False)
+        for line in rest:
+            indent = len(line) - len(line.lstrip())
+            print_para(line.strip(), indent=indent, hang=indent + 2)
     sys.exit(a.exit_code())

@@ -205,7 +205,7 @@ def node_kind(events: pl.DataFrame) -> NodeKind:
     if decoding:
         return NodeKind("decode", ev)
     if prefilling:
-        return NodeKind("prefill", [*ev, "no PD field or decode line: PD prefill or colocated"])
+        return NodeKind("prefill", [*ev, "no PD field, no decode line"])
     return NodeKind("unknown", ["no batch line and no out-of-memory with a phase"])
 
 

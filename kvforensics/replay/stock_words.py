@@ -1,4 +1,5 @@
-"""A stock-log analysis in words, for the terminal and the report."""
+"""A stock-log analysis in words (plain text, one paragraph a line), for the terminal
+and the report."""
 
 from __future__ import annotations
 
@@ -7,8 +8,8 @@ from kvforensics.replay.stock import NOT_REBUILT, ObservedOom, StockAnalysis
 NODE_WORDS = {
     "pd_prefill": "a PD prefill node",
     "decode": "a decode node",
-    "colocated": "a colocated node (prefill and decode)",
-    "prefill": "a node that prefills (PD prefill or colocated: the lines do not say)",
+    "colocated": "a colocated node, prefill and decode",
+    "prefill": "a node that prefills, PD prefill or colocated (the lines do not say which)",
     "unknown": "a node of unknown kind",
 }
 
@@ -32,10 +33,11 @@ def _pool_line(a: StockAnalysis) -> str:
     return f"Pool: unknown ({', '.join(p.evidence)}; --pool-size gives it)"
 
 
-def _trend_lines(t: dict) -> list[str]:
+def _trend_lines(t: dict, after_oom: bool) -> list[str]:
+    head = "Batch lines before the out-of-memory" if after_oom else "Batch lines"
     if not t.get("lines"):
-        return ["Batch lines before it: none"]
-    out = [f"Batch lines before it: {t['lines']} Prefill batch line(s) up to {t['until']}"]
+        return [f"{head}: none"]
+    out = [f"{head}: {t['lines']} Prefill batch line(s) up to {t['until']}"]
     u = t.get("token_usage")
     if u:
         out.append(f"  token usage {u['first']:.2f} -> {u['last']:.2f} (max {u['max']:.2f})")
@@ -55,19 +57,20 @@ def _trend_lines(t: dict) -> list[str]:
 
 
 def stock_text(a: StockAnalysis) -> list[str]:
-    """The analysis as lines of text (rich markup)."""
+    """The analysis as lines of plain text, the first a heading."""
     out = [
-        "[bold]A stock log[/] (no PrefillAdder lines): what it tells",
+        "A stock log (no PrefillAdder lines): what it tells",
         f"Node: {NODE_WORDS[a.node.kind]} ({'; '.join(a.node.evidence)})",
         _pool_line(a),
     ]
     if a.ooms:
         out.append(
-            f"[bold]{len(a.ooms)} out-of-memory message(s)[/]; the last is the one the server went down with:"
+            f"{len(a.ooms)} out-of-memory message(s); the last is the one the server went "
+            "down with:"
         )
         out += ["  " + _oom_line(o) for o in a.ooms]
     else:
-        out.append("[bold]No out-of-memory message in these logs.[/]")
+        out.append("No out-of-memory message in these logs.")
     r = a.retractions
     if r["count"]:
         reqs = (
@@ -83,9 +86,9 @@ def stock_text(a: StockAnalysis) -> list[str]:
     for c in a.crashes:
         exc = c["exception"] or "the exception line is not in the log"
         out.append(f"Crash{' on ' + c['rank'] if c['rank'] else ''} ({c['where']}): {exc}")
-    out += _trend_lines(a.trend)
+    out += _trend_lines(a.trend, bool(a.ooms))
     for c in a.contradictions:
-        out.append(f"[yellow]contradiction[/]: {c['what']}: {c['detail']}")
+        out.append(f"contradiction: {c['what']}: {c['detail']}")
     out.append(NOT_REBUILT)
     out.append(
         "Lines that would be needed, from the deciding rank (PP0): " + "; ".join(a.needed_lines)
