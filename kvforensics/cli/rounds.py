@@ -21,7 +21,7 @@ from kvforensics.cli._inputs import (
 )
 from kvforensics.logs import load_catalogue, read_events
 from kvforensics.replay import EXIT_MISMATCH
-from kvforensics.replay.stock import require_scheduler_log, unread_fork_lines
+from kvforensics.replay.stock import fork_lines, require_scheduler_log
 from kvforensics.report.terminal import FitTable
 from kvforensics.rounds import cross_check, read_config, rebuild_rounds
 from kvforensics.rounds.batches import batch_rounds
@@ -44,9 +44,10 @@ def rounds(
     check_format(fmt, ("table", "json"))
     opts = LogOptions(page_size, align, chunk_size, pool_size, rank, formats)
     events, summary = read_events(logs, extra_formats=formats, progress=True)
-    if not (events["kind"] == "adder_check").any():
+    if not (events["kind"] == "adder_check").any() and not fork_lines(
+        events, load_catalogue(formats)
+    ):  # a release's log: batch-level rounds
         require_scheduler_log(summary)
-        unread_fork_lines(events, load_catalogue(formats))
         _batch_level(events, summary, fmt, last, opts.rank)
         return
     cfg, conf = read_config(events, opts.overrides())

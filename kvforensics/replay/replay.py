@@ -14,7 +14,7 @@ from kvforensics.logs import ParseSummary, iter_events, load_catalogue
 from kvforensics.model import PrefillNode, RunResult, Timing
 from kvforensics.replay.fidelity import check_fidelity
 from kvforensics.replay.state import node_at
-from kvforensics.replay.stock import StockAnalysis, analyse_stock
+from kvforensics.replay.stock import StockAnalysis, analyse_stock, fork_lines
 from kvforensics.replay.transfers import estimate_latency, frees_and_finishes
 from kvforensics.replay.verdict import first_token_delays, root_cause
 from kvforensics.rounds import Rebuild, cross_check, read_config, rebuild_rounds
@@ -104,7 +104,7 @@ def replay_logs(
     frames = list(iter_events([Path(p) for p in paths], summary, progress=progress, catalogue=cat))
     events = pl.concat(frames, how="vertical") if frames else pl.DataFrame(schema=cat.schema())
     if events.height == 0 or not events.filter(pl.col("kind") == "adder_check").height:
-        if stock:  # a release's log: say what it can tell (replay/stock.py)
+        if stock and not fork_lines(events, cat):  # a release's log: what it can tell
             return analyse_stock(events, summary, cat, overrides)
         if summary.decode_node:
             raise InputError(
@@ -113,8 +113,7 @@ def replay_logs(
             )
         raise InputError(
             "no PrefillAdder lines in these logs, nothing to replay: give the deciding rank's "
-            "(PP0) log of a build that prints them (upstream SGLang releases do not; "
-            "`kvforensics replay` tells what such a log shows)"
+            "(PP0) log of a build that prints them (upstream SGLang releases do not)"
         )
     cfg, conf = read_config(events, overrides or {})
     rb = rebuild_rounds(events, cfg, conf, rank=rank)

@@ -330,17 +330,12 @@ def require_scheduler_log(summary: ParseSummary) -> None:
         )
 
 
-def unread_fork_lines(events: pl.DataFrame, cat: Catalogue) -> None:
-    """A log with the fork's other lines (AttentionStore writes, load-backs) but no adder
-    line is a fork whose adder lines are worded otherwise: say so rather than treat it as
-    a release's log."""
+def fork_lines(events: pl.DataFrame, cat: Catalogue) -> list[str]:
+    """Kinds of the fork's own lines (other than the adder's) in these events: a log with
+    them is the fork's (another rank's, or its adder lines worded otherwise), not a
+    release's, and keeps the fork's handling."""
     fork = {f.kind for f in cat.formats if f.source.endswith("fork.toml")} - set(REQUIRED)
-    seen = sorted(set(events["kind"].to_list()) & fork) if events.height else []
-    if seen:
-        raise InputError(
-            f"these logs have the fork's {', '.join(seen)} lines but no PrefillAdder line that "
-            "the catalogue reads: pass --formats with the fork's wording of them"
-        )
+    return sorted(set(events["kind"].to_list()) & fork) if events.height else []
 
 
 def analyse_stock(
@@ -352,7 +347,6 @@ def analyse_stock(
     """Everything a log without adder lines tells. Raises InputError when nothing in the
     files is a scheduler's (no event and no line with its prefix)."""
     require_scheduler_log(summary)
-    unread_fork_lines(events, cat)
     overrides = overrides or {}
     notes: list[dict] = []
     ooms = observed_ooms(events)
