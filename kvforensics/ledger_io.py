@@ -25,17 +25,23 @@ def _flat(df: pl.DataFrame) -> pl.DataFrame:
     return df.select(cols)
 
 
+def ledger_format(out: str | Path) -> str:
+    """The file type an output name asks for, checked before any work."""
+    ext = Path(out).suffix.lower()
+    if ext not in FORMATS:
+        raise InputError(f"{out}: unknown output format {ext!r}; use one of {', '.join(FORMATS)}")
+    return ext
+
+
 def write_frame(df: pl.DataFrame, out: str | Path) -> None:
     out = Path(out)
-    ext = out.suffix.lower()
+    ext = ledger_format(out)
     writers = {
         ".parquet": lambda p: df.write_parquet(p),
         ".csv": lambda p: _flat(df).write_csv(p),
         ".json": lambda p: df.write_json(p),
         ".ndjson": lambda p: df.write_ndjson(p),
     }
-    if ext not in writers:
-        raise InputError(f"{out}: unknown output format {ext!r}; use one of {', '.join(FORMATS)}")
     atomic_write(out, writers[ext])
 
 

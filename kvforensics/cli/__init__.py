@@ -54,9 +54,21 @@ def main() -> None:
     except KvfError as exc:
         typer.echo(f"error: {exc}", err=True)
         sys.exit(exc.exit_code)
+    except OSError as exc:
+        if exc.filename is None:  # not about a file the user named: a bug of ours
+            _internal(exc)
+        # the environment refused a path the user gave (permissions, space, name length)
+        typer.echo(f"error: {exc.filename}: {exc.strerror or exc}", err=True)
+        sys.exit(2)
     except KeyboardInterrupt:
         typer.echo("error: interrupted", err=True)
         sys.exit(130)
-    except Exception as exc:  # a bug of ours: still one line, and a distinct exit code
-        typer.echo(f"internal error: {type(exc).__name__}: {exc}".splitlines()[0], err=True)
-        sys.exit(70)
+    except Exception as exc:
+        _internal(exc)
+
+
+def _internal(exc: BaseException) -> None:
+    """A bug of ours: still one line, and a distinct exit code (EX_SOFTWARE)."""
+    text = f"internal error: {type(exc).__name__}: {exc}".splitlines()[0][:300]
+    typer.echo(text, err=True)
+    sys.exit(70)

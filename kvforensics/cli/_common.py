@@ -71,6 +71,12 @@ def print_log_summary(summary) -> None:
             f"[yellow]{undated} event(s) have no date in their prefix[/] (time of day only, or "
             "none): their order is the line order"
         )
+    if summary.unreadable:
+        console.print(
+            f"[yellow]{summary.unreadable} line(s) hold numbers a log cannot mean[/]; not used"
+        )
+    for path, line, why in summary.unreadable_samples[:3]:
+        print_para(f"unreadable: {path}:{line}: {preview(why, 100)}")
     for path in summary.cut_lines:
         console.print(f"[yellow]{path} ends in a cut line[/]: the log stops mid-write")
     for gap in summary.gaps:

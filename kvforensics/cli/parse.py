@@ -12,8 +12,9 @@ from rich.table import Table
 
 from kvforensics.cli import app
 from kvforensics.logs import ParseSummary, load_catalogue
+from kvforensics.logs.source import check_readable
 from kvforensics.logs.writers import events_lazy, output_kind, sink_events
-from kvforensics.outputs import atomic_write, check_not_input
+from kvforensics.outputs import atomic_write, check_output
 
 
 @app.command()
@@ -32,7 +33,9 @@ def parse(
 ) -> None:
     """Read scheduler logs into typed events (one row per recognised line)."""
     kind = output_kind(out)
-    check_not_input(out, [*logs, *(formats or [])])
+    check_output(out, [*logs, *(formats or [])])
+    for log in logs:  # before the sink starts: a missing input then costs nothing
+        check_readable(log)
     cat = load_catalogue(formats)
     summary = ParseSummary()
     lf = events_lazy(logs, summary, catalogue=cat, progress=progress)
@@ -55,6 +58,8 @@ def print_summary(s: ParseSummary, out: Path) -> None:
         table.add_row(k, str(n))
     table.add_row("[dim]attached to multi-line events[/]", str(s.attached_lines))
     table.add_row("[yellow]unmatched[/]", str(s.unmatched))
+    if s.unreadable:
+        table.add_row("[yellow]unreadable numbers[/]", str(s.unreadable))
     console.print(table)
     for f in s.files:
         ranks = ", ".join(sorted(f.ranks)) or "no rank tags"
@@ -63,6 +68,8 @@ def print_summary(s: ParseSummary, out: Path) -> None:
         console.print("unmatched lines (first few):")
         for path, line, text in s.unmatched_samples:
             console.print(f"  {escape(path)}:{line}: {escape(text[:160])}")
+    for path, line, why in s.unreadable_samples:
+        console.print(f"  unreadable: {escape(path)}:{line}: {escape(why)}")
     if s.decode_node:
         console.print(
             "[bold yellow]warning:[/] Decode batch lines found: this log is from a "

@@ -20,6 +20,7 @@ from kvforensics.cli._inputs import (
     TransferSeconds,
 )
 from kvforensics.errors import InputError
+from kvforensics.outputs import check_output
 from kvforensics.replay import verdict_text
 from kvforensics.report.inputs import are_logs, replay_inputs, run_scenario
 from kvforensics.report.report import write_report
@@ -31,7 +32,7 @@ def report(
     out: Annotated[Path, typer.Option("-o", "--out", help="Directory to write into.")],
     policy: Annotated[
         str, typer.Option(help="Comma-separated policies.")
-    ] = "prefix,fixed,upstream,drain",
+    ] = "prefix,fixed,upstream,drain,park",
     round_no: Annotated[
         int | None, typer.Option("--round", help="Round to explain (default: where policies part).")
     ] = None,
@@ -46,15 +47,17 @@ def report(
 ) -> None:
     """Write report.md, figures, ledgers and events (Parquet and CSV) for a replay or a scenario."""
     names = split_policies(policy)
+    check_output(out, inputs, directory=True)
     opts = LogOptions(page_size, align, chunk_size, pool_size, rank, formats, transfer_seconds)
     if are_logs(inputs):
         rr, results = replay_inputs(inputs, names, **opts.replay_kwargs())
         d = rr.as_dict()
         verdict = {
-            "in words": verdict_text(d["root_cause"], d["observed_oom"], rr.results),
+            "in words": verdict_text(d["root_cause"], d["observed_oom"], rr.results, rr.causes),
             "observed_oom": d["observed_oom"],
             "reproduced under prefix": d["reproduced"],
             "root_cause": d["root_cause"],
+            "causes": d["causes"],
             "fidelity": {
                 "rounds_checked": d["fidelity"]["rounds_checked"],
                 "mismatches": d["fidelity"]["mismatches"][:20],

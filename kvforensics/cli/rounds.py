@@ -50,7 +50,7 @@ def rounds(
         require_scheduler_log(summary)
         _batch_level(events, summary, fmt, last, opts.rank)
         return
-    cfg, conf = read_config(events, opts.overrides())
+    cfg, conf = read_config(events, opts.overrides(), summary.unreadable_samples)
     rb = rebuild_rounds(events, cfg, conf, rank=opts.rank)
     cross_check(rb, events)
     if fmt == "json":

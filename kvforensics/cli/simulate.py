@@ -12,8 +12,8 @@ from rich.table import Table
 from kvforensics.cli import app
 from kvforensics.cli._common import console, print_json, progress_bar, split_policies
 from kvforensics.cli._inputs import check_format
-from kvforensics.ledger_io import write_frame
-from kvforensics.outputs import check_not_input
+from kvforensics.ledger_io import ledger_format, write_frame
+from kvforensics.outputs import check_output
 from kvforensics.scenario import load_scenario
 
 
@@ -32,6 +32,9 @@ def simulate(
 ) -> None:
     """Re-run a scenario's rounds under each policy and show decisions, pieces and any OOM."""
     check_format(fmt, ("table", "json"))
+    if ledger is not None:
+        check_output(ledger, [scenario])
+        ledger_format(ledger)
     sc = load_scenario(scenario)
     results = []
     with progress_bar() as bar:
@@ -48,7 +51,6 @@ def simulate(
                 )
             )
     if ledger is not None:
-        check_not_input(ledger, [scenario])
         write_frame(pl.concat([r.ledger_frame() for r in results]), ledger)
     if fmt == "json":
         print_json([r.as_dict() for r in results])

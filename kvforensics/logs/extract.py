@@ -13,6 +13,7 @@ from functools import lru_cache
 import polars as pl
 
 from kvforensics.logs.catalogue import Catalogue, FieldSpec, Format
+from kvforensics.logs.sanity import SATURATED, split_unreadable
 
 # An OOM tree dump can run to megabytes; the event keeps its head, the rest is counted.
 MAX_ATTACHED_CHARS = 1 << 20
@@ -30,6 +31,8 @@ class ChunkStats:
     unmatched_samples: list[tuple[int, str]] = field(default_factory=list)
     attached: int = 0
     prefixed: int = 0  # lines with a line prefix: the file is a scheduler log
+    unreadable: int = 0
+    unreadable_samples: list[tuple[int, str]] = field(default_factory=list)
 
 
 def _convert(expr: pl.Expr, fs: FieldSpec, lenient: bool) -> pl.Expr:
@@ -42,8 +45,12 @@ def _convert(expr: pl.Expr, fs: FieldSpec, lenient: bool) -> pl.Expr:
         if lenient:
             expr = expr.str.extract(_NUMBER, 1)
         if fs.type == "int":
-            # "16384.0" is an int written by a float formatter; never silently truncate
-            return expr.cast(pl.Int64, strict=False)
+            # "16384.0" is an int written by a float formatter; never silently truncate.
+            # Digits beyond 64 bits saturate rather than vanish as null, so that the
+            # sanity rules (logs/sanity.py) see the line and call it unreadable.
+            val = expr.cast(pl.Int64, strict=False)
+            wide = expr.str.contains(r"^[-+]?\d{19,}$") & val.is_null()
+            return pl.when(wide).then(pl.lit(SATURATED, dtype=pl.Int64)).otherwise(val)
         return expr.cast(pl.Float64, strict=False)
     if fs.type == "bool":
         v = expr.str.strip_chars().str.to_lowercase()
@@ -567,8 +574,8 @@ def extract_chunk(
     events_by_format, used = _messages(df, matched, taken, prefixed, cat)
     parts = []
     for fmt, ok in events_by_format:
-        if ok.height:
-            stats.matched[fmt.name] = stats.matched.get(fmt.name, 0) + ok.height
+        if ok.height:  # counted by kind: several formats may read one kind
+            stats.matched[fmt.kind] = stats.matched.get(fmt.kind, 0) + ok.height
             parts.append(_fields(ok, fmt))
     stats.attached += len(set(used))
 
@@ -590,9 +597,28 @@ def extract_chunk(
         (pl.col("idx").cast(pl.Int64) + first_line).alias("line"),
         ((pl.col("idx") == n - 1) & pl.lit(last_line_cut)).alias("truncated"),
     )
-    return events.select(
+    events = events.select(
         [
             pl.col(c).cast(t) if c in events.columns else pl.lit(None, dtype=t).alias(c)
             for c, t in schema.items()
         ]
-    ), stats
+    )
+    return _drop_unreadable(events, cat, stats), stats
+
+
+def _drop_unreadable(events: pl.DataFrame, cat: Catalogue, stats: ChunkStats) -> pl.DataFrame:
+    fields = {fs.name: fs.type for f in cat.formats for fs in f.fields}
+    ints = [n for n, t in fields.items() if t == "int"]
+    floats = [n for n, t in fields.items() if t == "float"]
+    kept, bad = split_unreadable(events, ints, floats)
+    if bad.height:
+        stats.unreadable = bad.height
+        for kind, n in bad.group_by("kind").len().iter_rows():
+            stats.matched[kind] -= n
+            if not stats.matched[kind]:
+                del stats.matched[kind]
+        stats.unreadable_samples = [
+            (n, f"{kind}: {why}")
+            for n, kind, why in bad.select("line", "kind", "why").head(UNMATCHED_SAMPLES).iter_rows()
+        ]
+    return kept

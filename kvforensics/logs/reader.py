@@ -223,6 +223,11 @@ def _collect(
     summary.prefixed_lines += st.prefixed
     room = UNMATCHED_SAMPLES - len(summary.unmatched_samples)
     summary.unmatched_samples += [(fs.path, n, t) for n, t in st.unmatched_samples[: max(room, 0)]]
+    summary.unreadable += st.unreadable
+    room = UNMATCHED_SAMPLES - len(summary.unreadable_samples)
+    summary.unreadable_samples += [
+        (fs.path, n, t) for n, t in st.unreadable_samples[: max(room, 0)]
+    ]
     if events.height:
         fs.ranks.update(r for r in events["rank"].unique().to_list() if r)
         # a prefix was read (a rank or a time of day) but no date

@@ -27,6 +27,9 @@ class ParseSummary:
     gaps: list[str] = field(default_factory=list)
     prefixed_lines: int = 0  # lines with a line prefix, matched or not
     undated_events: int = 0  # events whose prefix gives no date (time of day only, or none)
+    #: lines that matched a format but hold numbers a log cannot mean (logs/sanity.py)
+    unreadable: int = 0
+    unreadable_samples: list[tuple[str, int, str]] = field(default_factory=list)
 
     @property
     def lines(self) -> int:
@@ -68,4 +71,17 @@ class ParseSummary:
             "prefixed_lines": self.prefixed_lines,
             "undated_events": self.undated_events,
             "gaps": list(self.gaps),
+            "unreadable": self.unreadable,
+            "unreadable_samples": [list(s) for s in self.unreadable_samples],
         }
+
+    def notes(self) -> list[str]:
+        """What could not be read, one line each: the damage every command passes on."""
+        out = [f"{p}: ends in a cut line; the log stops mid-write" for p in self.cut_lines]
+        out += list(self.gaps)
+        if self.unreadable:
+            out.append(f"{self.unreadable} line(s) hold numbers a log cannot mean; not used")
+            out += [f"  unreadable: {p}:{n}: {why}" for p, n, why in self.unreadable_samples]
+        if self.unmatched:
+            out.append(f"{self.unmatched} line(s) matched no format")
+        return out

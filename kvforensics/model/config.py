@@ -4,6 +4,50 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+#: No node holds more tokens than this (a 2**40-token pool is ~1000x today's largest):
+#: a larger size is a misread number, and the model would loop over it for ever.
+MAX_TOKENS = 2**40
+
+SIZE_FIELDS = (
+    "page_size",
+    "chunked_prefill_size",
+    "max_prefill_tokens",
+    "pool_size",
+    "align_size",
+    "truncation_align_size",
+    "max_new_tokens",
+)
+_POSITIVE = ("page_size", "chunked_prefill_size", "max_prefill_tokens", "pool_size")
+
+
+def size_problems(sizes: dict[str, object]) -> list[tuple[str, str]]:
+    """What is wrong with a node's sizes, as (field, why) pairs; empty when they can run.
+
+    The one home for the relations: positive sizes, bounded by ``MAX_TOKENS``, the
+    alignment a multiple of the page, and a chunk of at least one page (a smaller chunk
+    can never admit a page, so the adder would make no progress)."""
+    out: list[tuple[str, str]] = []
+    for name, v in sizes.items():
+        if isinstance(v, bool) or not isinstance(v, int):
+            out.append((name, "must be a whole number of tokens"))
+        elif v <= 0 and name in _POSITIVE:
+            out.append((name, "must be positive"))
+        elif v < 0:
+            out.append((name, "must be >= 0"))
+        elif v > MAX_TOKENS:
+            out.append((name, f"is beyond any node (at most 2**40 = {MAX_TOKENS})"))
+    if out:
+        return out
+    page = sizes.get("page_size")
+    # The fork only asks `align % page == 0`, so every aligned end is a page boundary.
+    align = sizes.get("align_size")
+    if page and align and align % page:
+        out.append(("align_size", f"must be a multiple of page_size {page}"))
+    chunk = sizes.get("chunked_prefill_size")
+    if page and chunk is not None and chunk < page:
+        out.append(("chunked_prefill_size", f"must be at least one page ({page})"))
+    return out
+
 
 @dataclass(frozen=True, slots=True)
 class Config:
@@ -26,16 +70,10 @@ class Config:
     cache_kind: str = "hybrid"
 
     def __post_init__(self) -> None:
-        for name in ("page_size", "chunked_prefill_size", "max_prefill_tokens", "pool_size"):
-            if getattr(self, name) <= 0:
-                raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
-        if self.align_size < 0 or self.truncation_align_size < 0 or self.max_new_tokens < 0:
-            raise ValueError("align sizes and max_new_tokens must be >= 0")
-        # The fork only asks `align % page == 0`, so every aligned end is a page boundary.
-        if self.align_size and self.align_size % self.page_size:
-            raise ValueError(
-                f"align_size {self.align_size} must be a multiple of page_size {self.page_size}"
-            )
+        problems = size_problems({n: getattr(self, n) for n in SIZE_FIELDS})
+        if problems:
+            name, why = problems[0]
+            raise ValueError(f"{name} {getattr(self, name)} {why}")
         if self.cache_kind not in ("hybrid", "radix"):
             raise ValueError(f"cache_kind must be 'hybrid' or 'radix', got {self.cache_kind!r}")
 

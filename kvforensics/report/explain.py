@@ -118,7 +118,8 @@ def _floor(n: int, page: int | None) -> int:
 def explain_round(results: Mapping[str, RunResult | pl.DataFrame], round_no: int) -> Explanation:
     """Round `round_no` under each policy (RunResults, or one-policy ledger frames)."""
     frames = {p: ledger_of(x) for p, x in results.items()}
-    if not any((f["round"] == round_no).any() for f in frames.values()):
+    # membership in Python: a round number beyond 64 bits is simply absent
+    if not any(round_no in set(f["round"].unique().to_list()) for f in frames.values()):
         present = sorted({n for f in frames.values() for n in f["round"].unique().to_list()})
         span = f"{present[0]}..{present[-1]}" if present else "none"
         raise InputError(f"round {round_no} is not in the ledgers (rounds present: {span})")

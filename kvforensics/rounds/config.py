@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import polars as pl
 
-from kvforensics.errors import MissingConfigError
+from kvforensics.errors import InputError, MissingConfigError
 from kvforensics.model import Config
+from kvforensics.model.config import size_problems
 from kvforensics.rounds.provenance import GIVEN, OBSERVED, Prov, where
 
 #: config field -> (event kind, column) in the order they are looked for
@@ -32,9 +33,14 @@ FLAGS = {
 
 
 def read_config(
-    events: pl.DataFrame, overrides: dict[str, int | None]
+    events: pl.DataFrame,
+    overrides: dict[str, int | None],
+    unreadable: list[tuple[str, int, str]] = (),
 ) -> tuple[Config, dict[str, Prov]]:
-    """Flags win over the log (a user fixing a wrong startup line); the log wins over nothing."""
+    """Flags win over the log (a user fixing a wrong startup line); the log wins over nothing.
+
+    ``unreadable`` (the reader's samples of lines it could not use) lets a missing size
+    point at the startup line that held it."""
     found: dict[str, Prov] = {}
     for name, sources in SOURCES.items():
         if overrides.get(name) is not None:
@@ -62,12 +68,17 @@ def read_config(
         )
     needed = ("page_size", "align_size", "chunked_prefill_size", "pool_size")
     missing = [FLAGS[n] for n in needed if n not in found]
+    bad = [_unreadable_source(n, unreadable) for n in needed if n not in found]
+    if any(bad):
+        raise InputError(f"{next(b for b in bad if b)}; pass {' '.join(f'{m} N' for m in missing)}")
     if missing:
         raise MissingConfigError(
             "the log has no startup lines giving "
             + ", ".join(n.split("--")[1].replace("-", " ") for n in missing)
             + f"; pass {' '.join(f'{m} N' for m in missing)}"
         )
+    _check_sizes(found)
+    _check_chunk_against_log(events, found["chunked_prefill_size"])
     cfg = Config(
         page_size=found["page_size"].value,
         chunked_prefill_size=found["chunked_prefill_size"].value,
@@ -78,3 +89,49 @@ def read_config(
     )
     found["max_new_tokens"] = Prov(1, "inferred", ["prefill node: max_new_tokens is forced to 1"])
     return cfg, found
+
+
+def _check_sizes(found: dict[str, Prov]) -> None:
+    """Sizes the model cannot run with: one line naming the value, where it came from and
+    the flag that sets it."""
+    problems = size_problems({n: p.value for n, p in found.items()})
+    if not problems:
+        return
+    name, why = problems[0]
+    p = found[name]
+    if p.provenance == GIVEN:
+        raise InputError(f"{FLAGS[name]} {p.value} {why}; give another {FLAGS[name]}")
+    raise InputError(
+        f"{name} {p.value} ({', '.join(p.evidence)}) {why}; pass {FLAGS[name]} N to override it"
+    )
+
+
+def _check_chunk_against_log(events: pl.DataFrame, chunk: Prov) -> None:
+    """The adder's chunk budget starts each round at chunked_prefill_size and only goes
+    down, so a logged ``rem_chunk_tokens`` above the chunk size refutes it (and a chunk
+    far below the log's would make the rebuild infer rounds the log never had)."""
+    if "rem_chunk_tokens" not in events.columns:
+        return
+    rows = events.filter(pl.col("rem_chunk_tokens") > chunk.value)
+    if not rows.height:
+        return
+    ev = rows.row(0, named=True)
+    said = f"rem_chunk_tokens={ev['rem_chunk_tokens']} ({where(ev)})"
+    if chunk.provenance == GIVEN:
+        raise InputError(
+            f"--chunk-size {chunk.value} is below the log's {said}: the chunk budget never "
+            "exceeds chunked_prefill_size; give the node's own chunk size"
+        )
+    raise InputError(
+        f"chunked_prefill_size {chunk.value} ({', '.join(chunk.evidence)}) is below the log's "
+        f"{said}; pass --chunk-size N with the node's own chunk size"
+    )
+
+
+def _unreadable_source(name: str, unreadable) -> str | None:
+    """The reader's note on a startup line that held this size, if it dropped one."""
+    cols = {col for _, col in SOURCES[name]}
+    for path, line, why in unreadable:
+        if any(why.split(": ", 1)[-1].startswith(c) for c in cols):
+            return f"{name}: {path}:{line} is unreadable ({why})"
+    return None

@@ -1,0 +1,99 @@
+"""Numbers a scheduler log cannot mean. A line carrying one is unreadable: it is counted
+and sampled in the summary and dropped, so no later stage computes with it.
+
+The rules go by field name (one column per name across every format): token counts and
+lengths are whole, non-negative and below any pool; the adder's remaining budgets may go
+negative but not past the same bound; a piece cannot end before it starts."""
+
+from __future__ import annotations
+
+import math
+
+import polars as pl
+
+from kvforensics.model.config import MAX_TOKENS
+
+#: What an integer field holds when its text does not fit 64 bits (see extract._convert).
+SATURATED = 2**63 - 1
+
+#: token counts and lengths the rebuild computes with: 0 <= v <= MAX_TOKENS (the batch
+#: lines' counts are only compared with, so a negative one there is a mismatch to show)
+COUNTS = (
+    "seq_len",
+    "prefix_len",
+    "host_hit_len",
+    "extend_start",
+    "extend_end",
+    "loaded",
+    "blocks",
+    "extend_tokens",
+    "oom_tokens",
+    "oom_available",
+    "oom_available_size",
+    "oom_evictable_size",
+    "oom_swa_available",
+    "oom_swa_available_size",
+    "oom_swa_evictable_size",
+    "oom_mamba_available",
+    "oom_mamba_available_size",
+    "oom_mamba_evictable_size",
+    "oom_lru_evictable",
+    "retracted_reqs",
+)
+#: sizes that divide: a zero would be a division by zero downstream
+POSITIVE = ("block_size",)
+#: the adder's budgets: signed, but bounded
+SIGNED = ("rem_chunk_tokens", "baseline", "rem_total_tokens", "cur_rem_tokens")
+#: (start, end) pairs of one piece
+ORDERED = (("extend_start", "extend_end"),)
+
+
+def _reasons(cols: set[str], floats: list[str], ints: list[str]) -> list[pl.Expr]:
+    """One expression per rule: the reason text where a row breaks it, else null."""
+    out: list[pl.Expr] = []
+
+    def rule(bad: pl.Expr, text: pl.Expr) -> None:
+        out.append(pl.when(bad.fill_null(False)).then(text))
+
+    def value(c: str) -> pl.Expr:
+        return pl.format(f"{c}={{}}", pl.col(c).cast(pl.String))
+
+    for c in ints:
+        rule(pl.col(c) == SATURATED, pl.lit(f"{c} does not fit 64 bits"))
+    for c in (c for c in COUNTS if c in cols):
+        rule(pl.col(c) < 0, pl.format("{} is negative", value(c)))
+        rule(pl.col(c).is_between(MAX_TOKENS + 1, SATURATED - 1), _beyond(value(c)))
+    for c in (c for c in POSITIVE if c in cols):
+        rule(pl.col(c) <= 0, pl.format("{} must be positive", value(c)))
+    for c in (c for c in SIGNED if c in cols):
+        rule(pl.col(c).abs().is_between(MAX_TOKENS + 1, SATURATED - 1), _beyond(value(c)))
+    for a, b in (p for p in ORDERED if set(p) <= cols):
+        rule(
+            pl.col(b) < pl.col(a),
+            pl.format("the piece [{}, {}) ends before it starts", pl.col(a), pl.col(b)),
+        )
+    for c in floats:
+        rule(~pl.col(c).is_finite(), pl.format("{} is not a finite number", value(c)))
+    return out
+
+
+def _beyond(text: pl.Expr) -> pl.Expr:
+    return pl.format(f"{{}} is beyond any pool (2**{int(math.log2(MAX_TOKENS))})", text)
+
+
+def split_unreadable(
+    events: pl.DataFrame, int_fields: list[str], float_fields: list[str]
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """(readable events, unreadable ones with a `why` column)."""
+    cols = set(events.columns)
+    ints = [c for c in int_fields if c in cols]
+    floats = [c for c in float_fields if c in cols]
+    reasons = _reasons(cols, floats, ints)
+    if not reasons or events.height == 0:
+        return events, events.clear().with_columns(pl.lit(None, dtype=pl.String).alias("why"))
+    why = pl.coalesce(reasons).alias("why")
+    tagged = events.with_columns(why)
+    bad = tagged.filter(pl.col("why").is_not_null())
+    if bad.height == 0:
+        return events, bad
+    return tagged.filter(pl.col("why").is_null()).drop("why"), bad
