@@ -44,6 +44,7 @@ def test_a_failing_prefix_sample_is_a_one_line_error(tmp_path):
     fmt.write_text(WRAPPED.replace("tp = 6", "tp = 7"))
     with pytest.raises(InputError, match=r"site.toml: \[prefix\] sample 1: tp is 6, expected 7"):
         load_catalogue([fmt])
+    (tmp_path / "x.log").write_text(LINE + "\n")
     out = run_cli("parse", tmp_path / "x.log", "--formats", fmt, "-o", tmp_path / "e.ndjson")
     assert out.returncode == 2 and "sample 1" in out.stderr
     assert len(out.stderr.strip().splitlines()) == 1 and "Traceback" not in out.stderr
