@@ -93,7 +93,8 @@ class StockAnalysis:
         return self.ooms[-1] if self.ooms else None
 
     def exit_code(self) -> int:
-        return 0
+        """0, or 3 when the lines contradict each other (as for a fork's log)."""
+        return 3 if self.contradictions else 0
 
     def as_dict(self) -> dict:
         fatal = self.fatal.as_dict() if self.fatal else None
@@ -309,6 +310,28 @@ def needed_lines(cat: Catalogue) -> list[str]:
     ]
 
 
+def _check_against_ooms(pool: Prov, ooms: list[ObservedOom], notes: list[dict]) -> Prov:
+    """Free + evictable of the full pool never exceeds the pool: above it is a
+    contradiction; with no size known, the largest is a lower bound."""
+    seen = [(o.readings[0].total(), o.where) for o in ooms if o.readings[0].total() is not None]
+    if not seen:
+        return pool
+    most, at = max(seen)
+    hi = pool.value if pool.value is not None else (pool.interval[1] if pool.interval else None)
+    if hi is not None and most > hi:
+        notes.append(
+            {
+                "what": "pool size",
+                "detail": f"{at} has {most} free + evictable "
+                f"tokens in the full pool, more than the pool's {hi}",
+            }
+        )
+    if pool.value is None and pool.interval is None:
+        why = f"{at}: {most} free + evictable tokens in the full pool (derived lower bound)"
+        return Prov(None, DERIVED, [why], (most, 2**62))
+    return pool
+
+
 def _chunk_size(events: pl.DataFrame, given: int | None) -> Prov | None:
     if given is not None:
         return Prov(given, GIVEN, ["--chunk-size"])
@@ -352,10 +375,11 @@ def analyse_stock(
     ooms = observed_ooms(events)
     chunk = _chunk_size(events, overrides.get("chunked_prefill_size"))
     fatal = ooms[-1].where if ooms else None
+    pool = _check_against_ooms(pool_size(events, overrides.get("pool_size"), notes), ooms, notes)
     return StockAnalysis(
         summary=summary,
         node=node_kind(events),
-        pool=pool_size(events, overrides.get("pool_size"), notes),
+        pool=pool,
         chunk_size=chunk,
         ooms=ooms,
         retractions=retractions(events),

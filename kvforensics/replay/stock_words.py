@@ -28,8 +28,9 @@ def _pool_line(a: StockAnalysis) -> str:
     if p.value is not None:
         return f"Pool: {p.value} tokens ({p.provenance}: {', '.join(p.evidence)})"
     if p.interval:
-        hi = "?" if p.interval[1] >= 2**62 else str(p.interval[1])
-        return f"Pool: between {p.interval[0]} and {hi} tokens ({p.provenance}: {', '.join(p.evidence)})"
+        lo, hi = p.interval
+        span = f"at least {lo}" if hi >= 2**62 else f"between {lo} and {hi}"
+        return f"Pool: {span} tokens ({p.provenance}: {', '.join(p.evidence)})"
     return f"Pool: unknown ({', '.join(p.evidence)}; --pool-size gives it)"
 
 

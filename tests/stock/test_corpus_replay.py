@@ -88,3 +88,26 @@ def test_a_decode_node_log_is_analysed_not_refused():
     out = run_cli("replay", STOCK / "2025-14972-decode-batches.log")
     assert out.returncode == 0
     assert "a decode node" in " ".join(out.stdout.split())
+
+
+def test_an_out_of_memory_above_the_pool_is_a_contradiction(tmp_path):
+    log = tmp_path / "p.log"
+    log.write_text(
+        "[2026-01-01 00:00:00 TP0] max_total_num_tokens=4000, chunked_prefill_size=2048\n"
+        "[2026-01-01 00:00:09 TP0] Prefill out of memory. Try to lower your batch size.\n"
+        "Try to allocate 2048 tokens.\n"
+        "Available tokens: 5000 (available_size=1000 + evictable_size=4000)\n"
+    )
+    out = run_cli("replay", log, "--format", "json")
+    d = json.loads(out.stdout)
+    assert out.returncode == 3 and d["pool_size"]["value"] == 4000
+    assert "5000 free + evictable" in d["contradictions"][0]["detail"]
+
+
+def test_without_a_pool_size_the_message_bounds_it_from_below(capsys, monkeypatch):
+    code, out, _ = _run(
+        capsys, monkeypatch, "replay", STOCK / "2026-30743-glm-exhaustion.log", "--format", "json"
+    )
+    d = json.loads(out)
+    assert code == 0 and d["pool_size"]["value"] is None
+    assert d["pool_size"]["interval"][0] == 704
