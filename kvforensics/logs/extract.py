@@ -502,26 +502,22 @@ def _match(cand: pl.DataFrame, fmt: Format) -> pl.DataFrame:
 def _match_all(
     df: pl.DataFrame, cat: Catalogue
 ) -> tuple[list[tuple[Format, pl.DataFrame]], pl.Series]:
-    """Each line to the first format that matches it (a literal pre-filter first)."""
+    """Each line to the first format that matches it (a literal pre-filter first). Lines
+    already read leave the frame, so later formats scan only what is left."""
     n = df.height
     taken = (
         pl.Series("taken", [False] * n, dtype=pl.Boolean) if n else pl.Series([], dtype=pl.Boolean)
     )
-    masks = df.select(
-        [
-            (
-                pl.col("text").str.contains(f.literal, literal=True)
-                if f.literal
-                else pl.col("text").is_not_null()
-            )
-            .fill_null(False)
-            .alias(str(i))
-            for i, f in enumerate(cat.formats)
-        ]
-    )
+    rest = df.filter(pl.col("text").is_not_null())
     matched: list[tuple[Format, pl.DataFrame]] = []
-    for i, fmt in enumerate(cat.formats):
-        cand = df.filter(masks[str(i)] & ~taken)
+    for fmt in cat.formats:
+        if rest.height == 0:
+            break
+        cand = (
+            rest.filter(pl.col("text").str.contains(fmt.literal, literal=True))
+            if fmt.literal
+            else rest
+        )
         if cand.height == 0:
             continue
         ok = _match(cand, fmt)
@@ -529,6 +525,7 @@ def _match_all(
             continue
         taken = taken.scatter(ok["idx"], True)
         matched.append((fmt, ok))
+        rest = rest.filter(~pl.col("idx").is_in(ok["idx"].implode()))
     return matched, taken
 
 

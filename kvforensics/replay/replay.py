@@ -142,9 +142,10 @@ def replay_logs(
                 "these are a decode (or colocated) node's logs (Decode batch lines): "
                 "kvforensics replays prefill nodes"
             )
+        hint = "" if fork_lines(events, cat) else "; `kvforensics replay` tells what this log shows"
         raise InputError(
             "no PrefillAdder lines in these logs, nothing to replay: give the deciding rank's "
-            "(PP0) log of a build that prints them (upstream SGLang releases do not)"
+            f"(PP0) log of a build that prints them (upstream SGLang releases do not){hint}"
         )
     cfg, conf = read_config(events, overrides or {}, summary.unreadable_samples)
     rb = rebuild_rounds(events, cfg, conf, rank=rank)
