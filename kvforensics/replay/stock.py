@@ -327,7 +327,7 @@ def _check_against_ooms(pool: Prov, ooms: list[ObservedOom], notes: list[dict]) 
             }
         )
     if pool.value is None and pool.interval is None:
-        why = f"{at}: {most} free + evictable tokens in the full pool (derived lower bound)"
+        why = f"{at}: {most} free + evictable tokens in the full pool"
         return Prov(None, DERIVED, [why], (most, 2**62))
     return pool
 
