@@ -34,6 +34,8 @@ from kvforensics.cli._inputs import (
     check_format,
 )
 from kvforensics.replay import replay_logs, verdict_text
+from kvforensics.replay.stock import StockAnalysis
+from kvforensics.replay.stock_words import stock_text
 from kvforensics.report.terminal import FitTable
 from kvforensics.scan import whole_log, whole_log_dict
 from kvforensics.scan.terminal import whole_log_line
@@ -62,7 +64,11 @@ def replay(
         no_progress=no_progress,
     )  # fmt: skip
     progress = fmt != "json" and opts.progress()
-    rr = replay_logs(logs, split_policies(policy), progress=progress, **opts.replay_kwargs())
+    rr = replay_logs(
+        logs, split_policies(policy), progress=progress, stock=True, **opts.replay_kwargs()
+    )
+    if isinstance(rr, StockAnalysis):
+        _print_stock(rr, fmt)
     d = rr.as_dict()
     wl = whole_log(rr)
     d["whole_log"] = whole_log_dict(wl)
@@ -134,3 +140,17 @@ def _policy_table(d: dict) -> FitTable:
             ", ".join(p["unfinished"]) or "-",
         )
     return t
+
+
+def _print_stock(a: StockAnalysis, fmt: str) -> None:
+    """A log without adder lines: what it tells, in JSON or words; then exit."""
+    if fmt == "json":
+        print_json(a.as_dict())
+    else:
+        print_log_summary(a.summary)
+        head, *rest = stock_text(a)
+        console.print(head, style="bold", highlight=False, markup=False)
+        for line in rest:
+            indent = len(line) - len(line.lstrip())
+            print_para(line.strip(), indent=indent, hang=indent + 2)
+    sys.exit(a.exit_code())

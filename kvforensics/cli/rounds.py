@@ -23,10 +23,13 @@ from kvforensics.cli._inputs import (
     check_format,
 )
 from kvforensics.errors import InputError
+from kvforensics.logs import load_catalogue, read_events
 from kvforensics.outputs import atomic_write, check_output
 from kvforensics.replay import EXIT_MISMATCH
+from kvforensics.replay.stock import fork_lines, require_scheduler_log
 from kvforensics.report.terminal import FitTable
-from kvforensics.rounds import from_logs
+from kvforensics.rounds import cross_check, read_config, rebuild_rounds
+from kvforensics.rounds.batches import batch_rounds
 from kvforensics.rounds.ranks import describe_rank
 from kvforensics.rounds.stream import LogStream, narrow_rounds
 from kvforensics.rounds.writers import SUFFIXES, write_rounds
@@ -64,10 +67,16 @@ def rounds(
     if output is not None:
         _write(logs, output, opts, narrow)
         return
-    got = from_logs(
-        logs, overrides=opts.overrides(), rank=opts.rank, formats=formats, progress=opts.progress()
-    )
-    events, summary, rb = got.events, got.summary, got.rebuild
+    events, summary = read_events(logs, extra_formats=formats, progress=opts.progress())
+    if not (events["kind"] == "adder_check").any() and not fork_lines(
+        events, load_catalogue(formats)
+    ):  # a release's log: batch-level rounds
+        require_scheduler_log(summary)
+        _batch_level(events, summary, fmt, last, opts.rank)
+        return
+    cfg, conf = read_config(events, opts.overrides(), summary.unreadable_samples)
+    rb = rebuild_rounds(events, cfg, conf, rank=opts.rank)
+    cross_check(rb, events)
     if narrow:
         rb.rounds = [r for r in rb.rounds if not (narrow.before(r) or narrow.after(r))]
     if fmt == "json":
@@ -141,3 +150,39 @@ def _write(logs: list[Path], output: Path, opts: LogOptions, narrow) -> None:
     print_contradictions(found, limit=10)
     raise typer.Exit(EXIT_MISMATCH if found else 0)
 
+
+
+def _batch_level(events, summary, fmt: str, last: int, rank: str | None) -> None:
+    """A log without adder lines: one batch-level round per Prefill batch line."""
+    br = batch_rounds(events, rank)
+    if fmt == "json":
+        print_json({"log": summary.to_dict(), **br.as_dict()})
+        return
+    print_log_summary(summary)
+    shown = br.rounds[-last:] if last else br.rounds
+    who = f" of {br.rank}" if br.rank else ""
+    t = FitTable(
+        ["round", "time", "line", "#new-seq", "#new-token", "#cached-token", "usage", "#queue-req"],
+        title=f"{len(br.rounds)} batch-level rounds{who}, one per Prefill batch line"
+        + (f"; the last {len(shown)}" if len(shown) < len(br.rounds) else ""),
+        right=(0, 3, 4, 5, 6, 7),
+    )
+    one_file = len(summary.files) == 1
+    for r in shown:
+        v = r.values
+        usage = f"{v['token_usage']:.2f}" if v.get("token_usage") is not None else ""
+        t.add_row(
+            r.index,
+            r.time or "",
+            r.where.rsplit(":", 1)[1] if one_file else r.where,
+            *(v.get(k, "") for k in ("new_seq", "new_token", "cached_token")),
+            usage,
+            v.get("queue_req", ""),
+        )
+    console.print(t, highlight=False)
+    if br.other_ranks:
+        console.print(f"Other ranks with batch lines (--rank): {', '.join(br.other_ranks)}")
+    console.print(
+        "Batch level only: the pieces of each request need PrefillAdder lines, which this "
+        "log does not have."
+    )

@@ -112,7 +112,7 @@ def take_outside(pool: PagePool, owner: str, tokens: int) -> None:
     # Like the reference's allocator.alloc: free slots only, no eviction, or nothing.
     if tokens <= pool.free:
         pool.free -= tokens
-        pool.held[owner] = tokens
+        pool.hold(owner, tokens)
 
 
 class ModelRun:
