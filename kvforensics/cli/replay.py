@@ -43,7 +43,7 @@ def replay(
     logs: Annotated[list[Path], typer.Argument(help="Log files of the incident (PP0 at least).")],
     policy: Annotated[
         str, typer.Option(help="Policies to run besides prefix.")
-    ] = "fixed,upstream,drain",
+    ] = "fixed,upstream,drain,park",
     fmt: Annotated[str, typer.Option("--format", help="table | json")] = "table",
     transfer_seconds: TransferSeconds = None,
     page_size: PageSize = None,
@@ -78,9 +78,11 @@ def replay(
         console.print("[bold]No out of memory in these logs.[/]")
     print_para(whole_log_line(wl), indent=0, hang=2)
     fid = d["fidelity"]
+    drops = fid.get("unexplained_drops", 0)
     console.print(
         f"Fidelity under prefix: {fid['rounds_checked']} logged rounds re-run, "
         f"{len(fid['mismatches'])} mismatch(es)"
+        + (f", {drops} unexplained baseline fall(s)" if drops else "")
         + (
             ""
             if rr.reproduced is None
@@ -99,7 +101,7 @@ def replay(
                 f"{name}: {x['rid']} first token {x['delay_s']:+.2f} s later than under prefix"
             )
     console.print("[bold]Verdict[/]")
-    for line in verdict_text(d["root_cause"], o, rr.results):
+    for line in verdict_text(d["root_cause"], o, rr.results, rr.causes):
         print_para(line)
     if d["contradictions"]:
         print_contradictions(d["contradictions"], limit=5)

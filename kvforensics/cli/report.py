@@ -32,7 +32,7 @@ def report(
     out: Annotated[Path, typer.Option("-o", "--out", help="Directory to write into.")],
     policy: Annotated[
         str, typer.Option(help="Comma-separated policies.")
-    ] = "prefix,fixed,upstream,drain",
+    ] = "prefix,fixed,upstream,drain,park",
     round_no: Annotated[
         int | None, typer.Option("--round", help="Round to explain (default: where policies part).")
     ] = None,
@@ -53,10 +53,11 @@ def report(
         rr, results = replay_inputs(inputs, names, **opts.replay_kwargs())
         d = rr.as_dict()
         verdict = {
-            "in words": verdict_text(d["root_cause"], d["observed_oom"], rr.results),
+            "in words": verdict_text(d["root_cause"], d["observed_oom"], rr.results, rr.causes),
             "observed_oom": d["observed_oom"],
             "reproduced under prefix": d["reproduced"],
             "root_cause": d["root_cause"],
+            "causes": d["causes"],
             "fidelity": {
                 "rounds_checked": d["fidelity"]["rounds_checked"],
                 "mismatches": d["fidelity"]["mismatches"][:20],

@@ -78,6 +78,8 @@ class PrefillAdder:
         rem_total = base - t0
         n = min(b.rem_chunk, rem_total)
         forced = n <= 0
+        if forced and self.policy.parks(self.deciding):
+            return self._park(req, base, t0, c0, chunk0)
         if forced:  # memory is gone but the piece is taken anyway: the incident's last step
             n = b.rem_chunk
         start = req.done
@@ -108,6 +110,17 @@ class PrefillAdder:
             forced=forced,
         )
         return req if truncated else None
+
+    def _park(self, req: Request, base: int, t0: int, c0: int, chunk0: int) -> Request:
+        """No piece this round: the request stays chunked, nothing is charged, and the
+        budget (memory gone) keeps the waiting queue out too."""
+        self.new_chunked = req
+        state = self.budget.state(base)
+        self._log(
+            "add_chunked_req", req, base, base, t0, c0, chunk0, "parked", req.done, req.done,
+            0, state.value, 0, forced=False, reason=f"rem_total_tokens {base - t0} <= 0: parked",
+        )
+        return req
 
     # -- a waiting request ----------------------------------------------------
     def add_one_req(self, req: Request) -> AddResult:

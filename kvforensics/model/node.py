@@ -154,12 +154,16 @@ class PrefillNode:
         start_time: float = 0.0,
         record: bool = True,
         prefix_cache: PrefixSource | None = None,
+        outside: dict[int, int] | None = None,
     ):
         self.cfg, self.policy, self.pool, self.profile = cfg, policy, pool, profile
         if profile.whole_page_free:
             pool.free = cfg.floor_page(pool.free)  # a real allocator holds whole pages
         self.timing = timing
         self.prefix_cache = prefix_cache
+        #: round -> tokens taken from the pool by something outside the adder just before
+        #: that round (an observed fact, replayed the same under every policy)
+        self.outside = dict(outside or {})
         self.waiting: list[Request] = list(waiting)
         self.chunked = chunked
         self._inflight: list[tuple[float, int, Inflight]] = []
@@ -229,6 +233,7 @@ class PrefillNode:
 
         pool, cfg = self.pool, self.cfg
         pool.round = self.round
+        self._take_outside()
         t_start = self.now
         base0 = pool.baseline()
         adder = PrefillAdder(
@@ -361,6 +366,15 @@ class PrefillNode:
         self.rounds.append(rec)
         self.round += 1
         return rec
+
+    def _take_outside(self) -> None:
+        """Slots taken before this round by something the adder does not account for; never
+        more than the pool has (what is gone is gone), and held until the end of the run."""
+        tokens = self.outside.pop(self.round, 0)
+        take = min(self.cfg.floor_page(tokens), self.cfg.floor_page(self.pool.baseline()))
+        if take > 0:
+            # A load-back-like allocation outside the batch: ``exec`` replays it the same way.
+            self.pool.alloc(f"outside@{self.round}", 0, take, op="load_back")
 
     def _refresh_prefix(self, req: Request) -> None:
         """A waiting request's device prefix may have been evicted (tail first) since it

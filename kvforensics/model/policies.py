@@ -6,6 +6,8 @@
 | prefix   | config align     | nothing: the tail is promised to nobody     |
 | fixed    | config align     | tail + first token reserved (deciding rank) |
 | drain    | config align     | chunk budget set to 0: the round ends       |
+| park     | config align     | as fixed; a resumed chunk with no memory    |
+|          |                  | left waits a round instead of being forced  |
 """
 
 from __future__ import annotations
@@ -30,6 +32,11 @@ class Policy:
         Returns the tokens reserved for the tail (0 when the policy reserves nothing).
         """
         return 0
+
+    def parks(self, deciding: bool) -> bool:
+        """With ``rem_total_tokens <= 0``, leave the resumed chunk out of this round
+        (True) instead of taking ``rem_chunk_tokens`` anyway (the forced branch)."""
+        return False
 
 
 class Upstream(Policy):
@@ -65,7 +72,25 @@ class Drain(Policy):
         return 0
 
 
-POLICIES: dict[str, Policy] = {p.name: p for p in (Upstream(), Policy(), Fixed(), Drain())}
+class Park(Fixed):
+    name = "park"
+    description = (
+        "the fix, and a resumed chunk with no memory left waits for memory instead of being forced"
+    )
+
+    def parks(self, deciding: bool) -> bool:
+        # SGLang main: ``PrefillAdder.add_chunked_req`` (managers/schedule_policy.py) returns
+        # the chunked request untouched when ``memory_budget.available_chunk_tokens`` gives
+        # None (mem_cache/prefill_budget.py; the SWA budgets do so when nothing is left, and
+        # PR #30743 asks the same of the single pool). The postmortem deferred this for PP:
+        # only the deciding rank parks; a replaying rank resumes the chunk whenever PP0's
+        # plan holds it, so the stages' batches stay the same.
+        return deciding
+
+
+POLICIES: dict[str, Policy] = {
+    p.name: p for p in (Upstream(), Policy(), Fixed(), Drain(), Park())
+}
 
 
 def get_policy(name: str) -> Policy:

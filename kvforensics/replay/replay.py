@@ -9,14 +9,16 @@ from pathlib import Path
 
 import polars as pl
 
+from kvforensics.causes import Cause, find_causes
 from kvforensics.errors import InputError
 from kvforensics.logs import read_events
 from kvforensics.model import PrefillNode, RunResult, Timing
 from kvforensics.replay.fidelity import check_fidelity
 from kvforensics.replay.state import node_at
 from kvforensics.replay.transfers import estimate_latency, frees_and_finishes
-from kvforensics.replay.verdict import first_token_delays, root_cause
+from kvforensics.replay.verdict import first_token_delays
 from kvforensics.rounds import Rebuild, cross_check, read_config, rebuild_rounds
+from kvforensics.rounds.continuity import Drop, unexplained_drops
 from kvforensics.rounds.provenance import Prov
 
 EXIT_OK, EXIT_INPUT, EXIT_MISMATCH, EXIT_NOT_REPRODUCED = 0, 2, 3, 4
@@ -36,6 +38,13 @@ class ReplayResult:
     reproduced: bool | None = None
     #: a fresh node at the start round under a policy (what ``exec`` re-runs on tensors)
     build_node: Callable[[str], PrefillNode] | None = None
+    #: falls of the baseline the logged allocations do not explain (``rounds.continuity``)
+    drops: list[Drop] = field(default_factory=list)
+    #: the cause catalogue's findings, in catalogue order
+    causes: list[Cause] = field(default_factory=list)
+
+    def cause(self, cid: str) -> Cause | None:
+        return next((c for c in self.causes if c.id == cid), None)
 
     @property
     def observed_oom(self) -> dict | None:
@@ -79,10 +88,19 @@ class ReplayResult:
             "fidelity": self.fidelity,
             "start_round": self.start_round,
             "policies": policies,
-            "root_cause": root_cause(self),
+            "root_cause": self._root_cause(),
+            "causes": [c.as_dict() for c in self.causes],
+            "unexplained_drops": [d.as_dict() for d in self.drops],
             "contradictions": self.rebuild.contradictions,
             "assumptions": self.assumptions,
         }
+
+    def _root_cause(self) -> dict | None:
+        """The ``unreserved_tail`` figures, when that story holds."""
+        tail = self.cause("unreserved_tail")
+        if tail is None or not tail.held:
+            return None
+        return dict(tail.figures)
 
 
 def replay_logs(
@@ -113,15 +131,33 @@ def replay_logs(
     cross_check(rb, events)
     fidelity = check_fidelity(rb)
     rr = ReplayResult(rb, events, summary, fidelity, {}, None)
+    rr.drops = unexplained_drops(rb, rr.assumptions)
+    fidelity["unexplained_drops"] = len(rr.drops)
+    _run_policies(rr, events, policies, transfer_seconds)
+    rr.causes = find_causes(rr)
+    return rr
 
+
+def _run_policies(rr: ReplayResult, events, policies: list[str], transfer_seconds) -> None:
+    """Every policy forward from the start round, the observed outside allocations
+    replayed where they were seen (a fact of the world, not a decision)."""
+    rb = rr.rebuild
     start = _start_round(rb)
     if start is None:
-        return rr
+        return
     rr.start_round = start.index
     timing, inflight = _transfer_model(rb, start, events, transfer_seconds, rr.assumptions)
 
+    outside = {d.before_round: d.tokens for d in rr.drops if d.before_round > start.index}
+    if outside:
+        rr.assumptions.append(
+            "outside allocations replayed under every policy: "
+            + ", ".join(f"{t} tokens before round {r}" for r, t in sorted(outside.items()))
+            + " (observed falls of the baseline; held to the end of the run)"
+        )
+
     def build(policy: str):
-        return node_at(rb, start, policy, inflight=inflight, timing=timing)
+        return node_at(rb, start, policy, inflight=inflight, timing=timing, outside=outside)
 
     rr.build_node = build
     for policy in dict.fromkeys(["prefix", *policies]):
@@ -135,7 +171,6 @@ def replay_logs(
             o["tokens"],
             o["available"],
         )
-    return rr
 
 
 def _start_round(rb: Rebuild):

@@ -29,6 +29,7 @@ def node_at(
     inflight: list[tuple[str, int, float]] = (),
     timing: Timing | None = None,
     start_time: float = 0.0,
+    outside: dict[int, int] | None = None,
 ) -> PrefillNode:
     """A node at the start of ``rnd``: its baseline, its chunked request, its queue."""
     cfg: Config = rb.cfg
@@ -82,4 +83,5 @@ def node_at(
         timing=timing,
         first_round=rnd.index,
         start_time=start_time,
+        outside=outside,
     )

@@ -15,6 +15,7 @@ from datetime import datetime
 import polars as pl
 
 from kvforensics.model import Config
+from kvforensics.rounds.drop import Drop
 from kvforensics.rounds.provenance import DERIVED, INFERRED, OBSERVED, Prov, where
 from kvforensics.rounds.ranks import deciding_rank
 
@@ -126,6 +127,8 @@ class Rebuild:
     #: the request still chunked when the deciding rank's log ends, with the baseline
     #: its last round left (its later rounds may be silent)
     pending: tuple | None = None
+    #: falls of the baseline that only silent rounds' evidence shows (``continuity.Drop``)
+    drops: list = field(default_factory=list)
 
     def extend_silent(self, rounds: int, evidence: str) -> int:
         """Add up to ``rounds`` silent rounds of the pending chunked request (another rank
@@ -327,6 +330,172 @@ def _resumed_end(cfg: Config, start: int, spent: int) -> int | None:
     return None
 
 
+def _oom_start(cfg: Config, chunked, base_end: Prov | None, tokens: int) -> tuple[int, bool]:
+    """Where the out-of-memory piece of the chunked request starts: the first point of a
+    walk with the model's ``add_chunked_req`` sizing (baseline as the last known round left
+    it) from which the piece is ``tokens`` long. Each step before it is a silent round the
+    evidence requires; a forced step cannot be one (it would have run out of memory
+    itself), so the walk stops there.
+
+    Returns (start, found); when no step gives ``tokens``, the start of the step where the
+    model itself runs out of memory (the last known end when it never does), not found."""
+    _, seq, d = chunked
+    b = base_end.value if base_end else 0
+    while d < seq:
+        end, forced = _chunk_step(cfg, d, seq, b)
+        if end - d == tokens:
+            return d, True
+        if forced:
+            return d, False
+        b -= cfg.pages_for(d, end)
+        d = end
+    return chunked[2], False
+
+
+def _move_bracketed_end(cfg: Config, out: list[Round], chunked, tokens: int, avail: int):
+    """When the last silent round's end is only bracketed by its AttentionStore write, the
+    out-of-memory piece may start anywhere in the bracket: the first point from which
+    ``add_chunked_req`` with the crash's baseline ``avail`` gives ``tokens``, and that the
+    round itself reaches from ``avail`` + its pages, is its end.
+    Returns that point (the round's piece is moved there), or None."""
+    last = out[-1] if out else None
+    p = last.pieces[-1] if last and last.pieces else None
+    if p is None or p.interval_end is None or p.end != chunked[2] or last.oom is not None:
+        return None
+    _, seq, _ = chunked
+    lo, hi = p.interval_end
+    for s in range(max(lo, p.start + 1), min(hi, seq) + 1):
+        if _chunk_step(cfg, s, seq, avail)[0] - s != tokens:
+            continue
+        # and the round itself must be what the baseline the crash implies gave
+        if _chunk_step(cfg, p.start, seq, avail + cfg.pages_for(p.start, s))[0] == s:
+            base = last.baseline.value if last.baseline else 0
+            p.end = s
+            p.evidence.append(f"end {s}: where the out-of-memory piece of {tokens} tokens starts")
+            last.baseline_end = Prov(base - cfg.pages_for(p.start, s), INFERRED,
+                                     [f"{base} - {cfg.pages_for(p.start, s)} allocated"])
+            return s
+    return None
+
+
+def _pinned_start(cfg: Config, chunked, tokens: int, avail: int) -> int | None:
+    """The start of the out-of-memory piece when the baseline the last round left is not
+    what the walk assumed: the line's ``avail`` is the baseline at the crash, so the piece
+    is what ``add_chunked_req`` gives from it, after at most one silent round that the
+    baseline ``avail`` + its pages sized. The first such start, or None."""
+    _, seq, done = chunked
+    if _chunk_step(cfg, done, seq, avail)[0] - done == tokens:
+        return done
+    for s in range(done + 1, min(seq, done + cfg.chunked_prefill_size) + 1):
+        if _chunk_step(cfg, s, seq, avail)[0] - s != tokens:
+            continue
+        if _chunk_step(cfg, done, seq, avail + cfg.pages_for(done, s))[0] == s:
+            return s
+    return None
+
+
+def _silent_tail(out: list[Round]) -> list[Round]:
+    """The rounds after the last one with an observed baseline, oldest first."""
+    k = len(out)
+    while k > 0 and not (out[k - 1].baseline and out[k - 1].baseline.provenance == OBSERVED):
+        k -= 1
+    return out[k:]
+
+
+def _sizes(cfg: Config, piece: Piece, seq: int, base: int) -> bool:
+    """Does ``add_chunked_req`` from baseline ``base`` give this piece?"""
+    return _chunk_step(cfg, piece.start, seq, base)[0] == piece.end
+
+
+def _reconcile_oom(cfg: Config, out: list[Round], seq: int, shrinks: dict, drops: list) -> None:
+    """The out-of-memory line prints what was left (free + evictable) when the chunked
+    request resumed alone: an observed baseline. Below what the rounds since the last
+    observed one leave, the difference was taken outside the adder. Walking back from it
+    (adding each silent round's pages back) gives the baselines the pieces ran with; the
+    fall is placed at the first round whose piece needs it, after the last one whose piece
+    the lower baseline could not have given."""
+    oom_rnd = out[-1]
+    if oom_rnd.decisions or not oom_rnd.oom or oom_rnd.oom.get("available") is None:
+        return
+    avail, left = oom_rnd.oom["available"], oom_rnd.baseline
+    if left is None or left.value is None or left.value - avail < cfg.page_size:
+        return
+    tail = _silent_tail(out[:-1])
+    if not tail:
+        return
+    fall = left.value - avail
+    where_oom = oom_rnd.oom.get("where", "the out-of-memory line")
+    back = avail
+    consistent: list[tuple[Round, int]] = []
+    for r in reversed(tail):
+        p = r.pieces[0] if len(r.pieces) == 1 and r.pieces[0].kind == "resumed" else None
+        if p is None:
+            break
+        back += cfg.pages_for(p.start, p.end)
+        if not _sizes(cfg, p, seq, back):
+            break
+        consistent.append((r, back))
+    if not consistent:
+        return
+    consistent.reverse()
+    shown = [r for r, _ in consistent if r.index in shrinks]
+    at = shown[0].index if shown else oom_rnd.index
+    earliest = consistent[0][0].index
+    for r, base in consistent:
+        if r.index >= at:
+            r.baseline = Prov(base, DERIVED, [f"{avail} available at {where_oom} plus the "
+                                              "pages of the pieces allocated since"])
+            r.baseline_end = Prov(base - cfg.pages_for(r.pieces[0].start, r.pieces[0].end),
+                                  DERIVED, [f"walked back from {where_oom}"])
+            shrinks.pop(r.index, None)
+    oom_rnd.baseline = Prov(avail, DERIVED, [f"{avail} available at {where_oom}: the chunk "
+                                             "resumed alone, nothing else was allocated"])
+    drops.append(Drop(earliest - 1, at, fall, (fall, fall), [
+        f"{where_oom}: {avail} available where the rounds since round {earliest - 1} leave "
+        f"{left.value} ({'; '.join(left.evidence)})",
+        f"pieces of rounds {earliest}..{oom_rnd.index - 1} are what the lower baseline gives; "
+        f"round {at} is the first that needs it",
+    ]))
+
+
+def _shrink_drops(cfg: Config, out: list[Round], shrinks: dict) -> list[Drop]:
+    """Silent rounds whose AS write ends before what the assumed baseline allows, with no
+    out-of-memory line to pin it: the baseline was lower, by an amount the piece brackets
+    (its end is where ``min(chunk, rem_total)`` landed after alignment)."""
+    found = []
+    observed = [r.index for r in out if r.baseline and r.baseline.provenance == OBSERVED]
+    for idx, (model_end, lo, hi) in sorted(shrinks.items()):
+        if any(o > idx for o in observed):
+            continue  # a later observed baseline measures the fall exactly (continuity)
+        r = out[idx] if idx < len(out) else None
+        if r is None or not r.pieces or r.baseline is None or r.baseline.value is None:
+            continue
+        p, b = r.pieces[0], r.baseline.value
+        step = max(cfg.align_size, cfg.page_size)
+        most_left = hi - p.start + step - 1  # the largest rem_total that lands inside [lo, hi]
+        least, most = max(b - most_left, 0), b - (lo - p.start)
+        found.append(Drop(idx - 1, idx, least, (least, most), [
+            f"round {idx}: {p.rid}'s AttentionStore write puts its end in [{lo}, {hi}], where "
+            f"a baseline of {b} gives {model_end}",
+        ]))
+    return found
+
+
+def _impossible_baselines(cfg: Config, out: list[Round], contradictions: list) -> None:
+    """A baseline below 0 or above the pool is a contradiction, never a rebuilt value."""
+    for r in out:
+        for name in ("baseline", "baseline_end"):
+            v = getattr(r, name)
+            if v is not None and v.value is not None and not 0 <= v.value <= cfg.pool_size:
+                contradictions.append({
+                    "round": r.index,
+                    "what": name,
+                    "detail": f"the rebuilt {name.replace('_', ' ')} {v.value} is outside the "
+                    f"pool [0, {cfg.pool_size}] ({'; '.join(v.evidence)})",
+                })
+                setattr(r, name, None)
+
+
 def rebuild_rounds(
     events: pl.DataFrame, cfg: Config, config: dict[str, Prov], rank: str | None = None
 ) -> Rebuild:
@@ -335,12 +504,15 @@ def rebuild_rounds(
     rows = ev.filter(pl.col("rank") == deciding).sort(["file", "line"]).to_dicts()
     rounds, oom = _segment(rows, cfg)
     contradictions: list[dict] = []
+    drops: list = []
     first_write = next((r for r in rows if r["kind"] == "as_write"), None)
     block = first_write["block_size"] if first_write else None
     if first_write is not None:
         config = {**config, "as_block_size": Prov(block, OBSERVED, [where(first_write)])}
 
     seq_lens: dict[str, int] = {}
+    #: silent rounds whose AS write ends before the model's sizing: round -> (model, lo, hi)
+    shrinks: dict[int, tuple[int, int, int]] = {}
     chunked: tuple[str, int, int] | None = None  # rid, seq_len, done
     base_end: Prov | None = None
     out: list[Round] = []
@@ -350,19 +522,12 @@ def rebuild_rounds(
         until ``stop(done)`` says the next known piece starts here)."""
         nonlocal chunked, base_end
         while chunked and chunked[2] < until and not (stop and stop(chunked[2])):
-            rid, done = chunked[0], chunked[2]
             r, chunked, base_end, over = _silent_round(
                 cfg, chunked, base_end, len(out), next_time, block, until
             )
             if over is not None:
-                contradictions.append(
-                    {
-                        "round": len(out),
-                        "what": "silent round",
-                        "detail": f"the model resumes {rid} at {done} up to {over}, but the next "
-                        f"evidence has its piece starting at {until}",
-                    }
-                )
+                # Shorter than the assumed baseline allows: memory went somewhere unseen.
+                shrinks[len(out)] = (over, until, until)
             out.append(r)
 
     for rnd in rounds:
@@ -482,13 +647,17 @@ def rebuild_rounds(
                 f"baseline {b} assumed unchanged since the last known round (no KV transfer ended)",
             ]
             if not lo <= end <= hi:
-                contradictions.append(
-                    {
-                        "round": len(out),
-                        "what": "silent round",
-                        "detail": f"model gives end {end} for {rid}, AS write says [{lo}, {hi}]: memory was freed in between?",
-                    }
-                )
+                if end > hi:
+                    # Shorter than the baseline allows: memory went somewhere unseen.
+                    shrinks[len(out)] = (end, lo, hi)
+                else:
+                    contradictions.append(
+                        {
+                            "round": len(out),
+                            "what": "silent round",
+                            "detail": f"model gives end {end} for {rid}, AS write says [{lo}, {hi}]: memory was freed in between?",
+                        }
+                    )
                 end = lo if lo > done else hi
             rnd.pieces.append(
                 Piece(rid, done, end, "resumed", INFERRED, evid, interval_end=(lo, hi))
@@ -504,37 +673,56 @@ def rebuild_rounds(
             # an out-of-memory without its size says only that it happened
             if chunked and rnd not in out and rnd.oom["tokens"] is not None:
                 rid, seq, done = chunked
-                start = seq - rnd.oom["tokens"]
-                if start < done:
+                tokens = rnd.oom["tokens"]
+                start, placed = _oom_start(cfg, chunked, base_end, tokens)
+                if not placed and rnd.oom.get("available") is not None:
+                    avail = rnd.oom["available"]
+                    moved = _move_bracketed_end(cfg, out, chunked, tokens, avail)
+                    if moved is not None:
+                        chunked, base_end = (rid, seq, moved), out[-1].baseline_end
+                    pinned = moved if moved is not None else _pinned_start(
+                        cfg, chunked, tokens, avail
+                    )
+                    if pinned is not None:
+                        start, placed = pinned, True
+                if not placed:
                     contradictions.append(
                         {
                             "round": len(out),
                             "what": "out of memory",
-                            "detail": f"Try to allocate {rnd.oom['tokens']} exceeds what {rid} had left ({seq - done})",
+                            "detail": f"'Try to allocate {tokens} tokens' is no piece the model "
+                            f"gives {rid} after {done} (seq_len {seq}); placed where the model "
+                            f"runs out of memory, at {start}",
                         }
                     )
                 gap_rounds(start, rnd.time)
                 rnd.index = len(out)
                 b = base_end.value if base_end else 0
-                _, forced = _chunk_step(cfg, start, seq, b)
+                end = min(start + tokens, seq)
+                forced = b <= 0
                 rnd.pieces.append(
                     Piece(
                         rid,
                         start,
-                        seq,
+                        end,
                         "resumed",
                         DERIVED,
                         [
-                            f"out of memory 'Try to allocate {rnd.oom['tokens']} tokens' ({rnd.oom['where']}): the last piece [{seq} - {rnd.oom['tokens']}, {seq})",
-                            "forced branch: rem_total_tokens <= 0" if forced else "last piece",
+                            f"out of memory 'Try to allocate {tokens} tokens' ({rnd.oom['where']}): "
+                            f"the piece [{start}, {start} + {tokens})"
+                            + (", its last" if end == seq else f", not its last (seq_len {seq})"),
+                            "forced branch: rem_total_tokens <= 0" if forced else
+                            f"min(chunk {cfg.chunked_prefill_size}, rem_total {b})",
                         ],
                     )
                 )
                 rnd.baseline = base_end
                 rnd.oom["rid"] = rid
                 rnd.oom["round"] = rnd.index
-                chunked = None
+                chunked = None  # the scheduler process exits here
                 out.append(rnd)
+                if placed:  # a contradicted piece says nothing about the baseline
+                    _reconcile_oom(cfg, out, seq, shrinks, drops)
             elif rnd not in out:
                 rnd.index = len(out)
                 out.append(rnd)
@@ -543,6 +731,8 @@ def rebuild_rounds(
         oom["round"] = out[-1].index if out else None
     for i, r in enumerate(out):
         r.index = i
-    rb = Rebuild(cfg, config, out, oom, contradictions, block, deciding, seq_lens)
+    drops.extend(_shrink_drops(cfg, out, shrinks))
+    _impossible_baselines(cfg, out, contradictions)
+    rb = Rebuild(cfg, config, out, oom, contradictions, block, deciding, seq_lens, drops=drops)
     rb.pending = (chunked, base_end) if chunked and oom is None else None
     return rb

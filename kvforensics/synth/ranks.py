@@ -73,7 +73,9 @@ def new_seq(rc: RoundCapture, *, count_resumed: bool = True) -> int:
     ``count_resumed=False`` counts only newly admitted requests."""
     n = len(rc.admitted())
     if count_resumed:
-        n += sum(1 for s in rc.steps if s["call"] == "add_chunked_req")
+        n += sum(
+            1 for s in rc.steps if s["call"] == "add_chunked_req" and s["decision"] != "parked"
+        )
     return n
 
 

@@ -1,0 +1,35 @@
+"""The catalogue: every detector, run on every replay (``spec/oom-causes.md``)."""
+
+from __future__ import annotations
+
+from kvforensics.causes.cause import Cause
+from kvforensics.causes.external import external_allocation, forced_resume
+from kvforensics.causes.pools import pool_causes
+from kvforensics.causes.tail import root_cause, unreserved_tail
+
+#: catalogue order (the JSON lists causes in this order)
+IDS = (
+    "unreserved_tail",
+    "external_allocation",
+    "forced_resume",
+    "page_granularity",
+    "eviction_shortfall",
+    "hybrid_pool",
+)
+
+
+def find_causes(rr) -> list[Cause]:
+    """Every cause of the catalogue for one replay (``replay.ReplayResult``)."""
+    causes = [
+        unreserved_tail(rr, root_cause(rr)),
+        external_allocation(rr),
+        forced_resume(rr),
+        *pool_causes(rr.rebuild.oom),
+    ]
+    return causes
+
+
+def in_order(causes: list[Cause]) -> list[Cause]:
+    """The held causes in order of events (a cause without a round last)."""
+    held = [c for c in causes if c.held]
+    return sorted(held, key=lambda c: (c.round is None, c.round or 0, IDS.index(c.id)))

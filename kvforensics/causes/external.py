@@ -1,0 +1,108 @@
+"""``external_allocation`` and ``forced_resume``: memory taken where the adder cannot see
+it, and the branch of ``add_chunked_req`` that then allocates memory that is not there."""
+
+from __future__ import annotations
+
+from kvforensics.causes.cause import Cause
+
+
+def external_allocation(rr) -> Cause:
+    """Held when a baseline fell by more than the logged allocations and load-backs explain
+    (``rounds.continuity``)."""
+    drops = rr.drops
+    if not drops:
+        return Cause(
+            "external_allocation", False, "every observed baseline follows from the round before it"
+        )
+    total = sum(d.tokens for d in drops)
+    first = drops[0]
+    evidence = [e for d in drops for e in d.evidence]
+    story = []
+    for d in drops:
+        size = f"{d.tokens}" if d.bounds[0] == d.bounds[1] else f"{d.bounds[0]} to {d.bounds[1]}"
+        story.append(
+            f"Between rounds {d.after_round} and {d.before_round} the baseline fell by {size} "
+            "tokens more than the logged allocations and load-backs explain: something outside "
+            "the adder took them (an asynchronous load-back, a leak, another user of the pool)."
+        )
+    summary = (
+        f"{total} tokens taken outside the adder in {len(drops)} fall(s), the first "
+        f"between rounds {first.after_round} and {first.before_round}"
+    )
+    figures = {
+        "tokens": total,
+        "after_round": first.after_round,
+        "before_round": first.before_round,
+        "drops": [d.as_dict() for d in drops],
+    }
+    return Cause("external_allocation", True, summary, evidence, first.before_round, figures, story)
+
+
+def _oom_round(rb):
+    return next((r for r in rb.rounds if r.oom is not None), None)
+
+
+def forced_resume(rr) -> Cause:
+    """Held when the out-of-memory piece is a resumed chunk sized by the forced branch:
+    ``rem_total_tokens <= 0`` at ``add_chunked_req`` and ``rem_chunk_tokens`` taken anyway
+    for a piece that is not the request's last. On a last piece the branch did not size
+    anything (the remainder was all there was to take): not claimed."""
+    rb = rr.rebuild
+    rnd = _oom_round(rb)
+    if rnd is None:
+        return Cause("forced_resume", False, "no out-of-memory in these logs")
+    rid = rb.oom.get("rid")
+    piece = next((p for p in rnd.pieces if p.kind == "resumed" and p.rid == rid), None)
+    if piece is None:
+        return Cause(
+            "forced_resume",
+            False,
+            f"the out-of-memory in round {rnd.index} is not on a resumed chunk",
+        )
+    base = rnd.baseline.value if rnd.baseline else None
+    if base is None:
+        return Cause("forced_resume", None, f"cannot tell: round {rnd.index}'s baseline is unknown")
+    seq = rb.seq_lens.get(rid)
+    chunk = rb.cfg.chunked_prefill_size
+    figures = {
+        "rid": rid,
+        "piece": [piece.start, piece.end],
+        "seq_len": seq,
+        "rem_total_tokens": base,
+        "rem_chunk_tokens": chunk,
+    }
+    evidence = [
+        f"round {rnd.index} baseline {base} ({rnd.baseline.provenance}: "
+        f"{'; '.join(rnd.baseline.evidence)})",
+        *piece.evidence,
+    ]
+    if base > 0:
+        return Cause(
+            "forced_resume",
+            False,
+            f"rem_total_tokens was {base} > 0 when {rid} resumed: not forced",
+            evidence,
+            rnd.index,
+            figures,
+        )
+    if seq is not None and piece.end >= seq:
+        return Cause(
+            "forced_resume",
+            False,
+            f"the forced branch ran, but on {rid}'s last piece [{piece.start}, "
+            f"{piece.end}): the memory was gone before it, not taken by it",
+            evidence,
+            rnd.index,
+            figures,
+        )
+    summary = (
+        f"add_chunked_req found rem_total_tokens {base} <= 0 in round {rnd.index} and "
+        f"took rem_chunk_tokens for {rid}'s piece [{piece.start}, {piece.end})"
+    )
+    story = [
+        f"In round {rnd.index} add_chunked_req found rem_total_tokens {base} <= 0 and took "
+        f"rem_chunk_tokens ({chunk}) anyway for {rid}'s piece [{piece.start}, {piece.end}), not "
+        f"its last (seq_len {seq}): allocating {rb.oom['tokens']} tokens with "
+        f"{rb.oom['available']} available failed."
+    ]
+    return Cause("forced_resume", True, summary, evidence, rnd.index, figures, story)

@@ -1,0 +1,156 @@
+"""``unreserved_tail``: a truncation left chunk budget, the truncated request's tail was
+promised to nobody, and a request cheap in compute but large in memory came through the
+gap (the 2026-11-02 incident)."""
+
+from __future__ import annotations
+
+import polars as pl
+
+from kvforensics.causes.cause import Cause
+
+
+def root_cause(rr) -> dict | None:
+    """From the ``prefix`` ledger of the start round: the truncated request whose tail was
+    not reserved, and the request admitted after it that ``fixed`` refuses."""
+    pre, fix = rr.results.get("prefix"), rr.results.get("fixed")
+    if pre is None or pre.oom is None:
+        return None
+    victim = pre.oom.rid
+    df = pre.ledger.to_frame().filter(pl.col("call").is_in(["add_one_req", "add_chunked_req"]))
+    trunc = df.filter(
+        (pl.col("rid") == victim) & (pl.col("decision").is_in(["truncated", "resumed"]))
+    )
+    if trunc.is_empty():
+        return None
+    t = trunc.row(0, named=True)
+    cfg = rr.rebuild.cfg
+    after = df.filter(
+        (pl.col("round") == t["round"])
+        & (pl.col("step") > t["step"])
+        & pl.col("decision").is_in(["full", "truncated"])
+    )
+    intruder = _intruder(after, fix, t["round"])
+    unaligned = cfg.floor_page(t["rem_chunk_tokens"])
+    i = intruder or {}
+    return {
+        "victim_rid": victim,
+        "victim_seq_len": t["seq_len"],
+        "unreserved_tail": t["seq_len"] - t["end"],
+        "victim_piece": [t["start"], t["end"]],
+        "unaligned_piece": unaligned,
+        "aligned_piece": t["end"] - t["start"],
+        "align_size": cfg.align_size,
+        "leftover_chunk_budget": t["rem_chunk_after"],
+        "intruder_rid": i.get("rid"),
+        "intruder_compute": (i["end"] - i["start"]) if intruder else None,
+        "intruder_compute_paged": cfg.ceil_page(i["end"] - i["start"]) if intruder else None,
+        "intruder_load_back": i.get("load_back"),
+        "intruder_rem_total_tokens": i.get("rem_total_tokens"),
+        "intruder_need": (i["seq_len"] - i["device_prefix"] + cfg.max_new_tokens + cfg.page_size)
+        if intruder
+        else None,
+        "round": t["round"],
+        "round_time": _time_of(rr, t["round"]),
+    }
+
+
+def _intruder(after: pl.DataFrame, fix, rnd: int) -> dict | None:
+    """The first request admitted after the truncation that ``fixed`` does not admit."""
+    if fix is None or not after.height:
+        return None
+    fdf = fix.ledger.to_frame().filter(pl.col("round") == rnd)
+    for row in after.iter_rows(named=True):
+        f = fdf.filter(pl.col("rid") == row["rid"])
+        if f.is_empty() or f["decision"][0] == "rejected":
+            return row
+    return None
+
+
+def _time_of(rr, index: int) -> str | None:
+    rounds = rr.rebuild.rounds
+    if 0 <= index < len(rounds) and rounds[index].time is not None:
+        return rounds[index].time.isoformat(sep=" ")
+    return None
+
+
+def story(rc: dict) -> list[str]:
+    """The incident's chain in words."""
+    when = f" ({rc['round_time']})" if rc.get("round_time") else ""
+    lines = [
+        f"{rc['victim_rid']} ({rc['victim_seq_len']} tokens) was truncated in round {rc['round']}"
+        f"{when} to [{rc['victim_piece'][0]}, {rc['victim_piece'][1]}): the "
+        f"{rc['align_size']}-token checkpoint alignment cut its piece from "
+        f"{rc['unaligned_piece']} to {rc['aligned_piece']}, leaving "
+        f"{rc['leftover_chunk_budget']} tokens of chunk budget.",
+        f"Its tail of {rc['unreserved_tail']} tokens was not charged to rem_total_token_offset.",
+    ]
+    if rc["intruder_rid"]:
+        lines.append(
+            f"{rc['intruder_rid']} came through the gap: it computes {rc['intruder_compute']} "
+            f"tokens ({rc['intruder_compute_paged']} paged, within the "
+            f"{rc['leftover_chunk_budget']} left) but loaded back {rc['intruder_load_back']} "
+            f"tokens at admission; its memory check ({rc['intruder_need']} < "
+            f"{rc['intruder_rem_total_tokens']}) passed only because the tail was not reserved."
+        )
+        lines.append(
+            "Three conditions held together: (1) chunk budget left after a truncation "
+            "(alignment), (2) the truncated request's tail not reserved, (3) a request cheap in "
+            "compute but large in memory (host load-back) admitted through the gap."
+        )
+    return lines
+
+
+def unreserved_tail(rr, rc: dict | None) -> Cause:
+    """Held when the victim's truncation left chunk budget and a request that the fix
+    refuses was admitted through it."""
+    if not rr.rebuild.oom:
+        return Cause("unreserved_tail", False, "no out-of-memory in these logs")
+    if rc is None:
+        pre = rr.results.get("prefix")
+        if pre is None or pre.oom is None:
+            return Cause(
+                "unreserved_tail",
+                None,
+                "cannot tell: the prefix replay does not reach the out-of-memory",
+            )
+        return Cause(
+            "unreserved_tail", False, f"{pre.oom.rid} was never truncated in the replayed rounds"
+        )
+    figures = dict(rc)
+    rnd = rc["round"]
+    evidence = [
+        f"prefix ledger, round {rnd}: {rc['victim_rid']} truncated to "
+        f"[{rc['victim_piece'][0]}, {rc['victim_piece'][1]}), "
+        f"{rc['leftover_chunk_budget']} chunk budget left, tail "
+        f"{rc['unreserved_tail']} not reserved"
+    ]
+    if not rc["leftover_chunk_budget"] or rc["leftover_chunk_budget"] <= 0:
+        return Cause(
+            "unreserved_tail",
+            False,
+            f"{rc['victim_rid']}'s truncation spent the whole chunk budget: no gap",
+            evidence,
+            rnd,
+            figures,
+        )
+    if not rc["intruder_rid"]:
+        return Cause(
+            "unreserved_tail",
+            False,
+            f"{rc['leftover_chunk_budget']} tokens of chunk budget were left after "
+            f"{rc['victim_rid']}'s truncation, but no request that the fix refuses "
+            "came through",
+            evidence,
+            rnd,
+            figures,
+        )
+    evidence.append(
+        f"{rc['intruder_rid']} admitted after it: load-back "
+        f"{rc['intruder_load_back']}, memory check {rc['intruder_need']} < "
+        f"{rc['intruder_rem_total_tokens']}; refused under fixed"
+    )
+    summary = (
+        f"{rc['intruder_rid']} came through the {rc['leftover_chunk_budget']}-token gap "
+        f"after {rc['victim_rid']}'s truncation and took its unreserved tail's slots"
+    )
+    return Cause("unreserved_tail", True, summary, evidence, rnd, figures, story(rc))

@@ -1,0 +1,73 @@
+"""Continuity between rounds: does each observed baseline follow from what came before?
+
+Between two rounds the baseline (free + evictable) can only rise on this node: a KV
+transfer that ends turns held slots into cache. Within a round it falls by the round's
+own load-backs and allocations, and at the next round's first check by the lock of that
+request's device prefix. So a fall from what the previous round left to the next observed
+baseline that is larger than that lock is memory taken by something the adder never saw
+(an asynchronous load-back, a leak, another user of the pool).
+
+A transfer ending in the same gap could hide part of such a fall, never fake one: the
+reported size is a lower bound, and exact when no transfer can have ended. Across a long
+silence of the log (over ``SILENCE_S``) nothing is claimed: the log is no record of the node
+there (a restart, a lost file, two bundles joined), and the gap is noted instead.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+from kvforensics.rounds.drop import Drop
+from kvforensics.rounds.rebuild import Rebuild, Round
+
+#: seconds without a line after which the log is no record of the node
+SILENCE_S = 60
+
+
+def _check(prev: Round, rnd: Round, page: int) -> Drop | None:
+    """``prev`` left ``prev.baseline_end``; ``rnd``'s first check saw ``rnd.baseline``."""
+    left, seen = prev.baseline_end, rnd.baseline
+    if left is None or seen is None or left.value is None or seen.value is None:
+        return None
+    fall = left.value - seen.value
+    lock = max(rnd.decisions[0].prefix_len, 0) if rnd.decisions else 0
+    least = fall - lock
+    # Whole pages: a fall inside one page is the partial-page rounding of the books.
+    if least < page:
+        return None
+    evidence = [
+        f"round {prev.index} left {left.value} ({left.provenance}: {'; '.join(left.evidence)})",
+        f"round {rnd.index} saw {seen.value} ({seen.provenance}: {'; '.join(seen.evidence)})",
+    ]
+    if lock:
+        evidence.append(
+            f"up to {lock} of the fall may be the lock of {rnd.decisions[0].rid}'s device prefix"
+        )
+    return Drop(prev.index, rnd.index, least, (least, fall), evidence)
+
+
+def unexplained_drops(rb: Rebuild, notes: list[str] | None = None) -> list[Drop]:
+    """Every fall between consecutive rounds that the evidence does not explain.
+
+    Only an observed baseline is compared: an inferred one was computed assuming nothing
+    changed, so it cannot show a change (silent rounds bring their own findings from
+    the rebuild, in ``rb.drops``).
+    """
+    out: list[Drop] = list(getattr(rb, "drops", []) or [])
+    rounds = rb.rounds
+    for prev, rnd in itertools.pairwise(rounds):
+        if rnd.baseline is None or rnd.baseline.provenance != "observed":
+            continue
+        if prev.time is not None and rnd.time is not None:
+            silence = (rnd.time - prev.time).total_seconds()
+            if silence > SILENCE_S:
+                if notes is not None:
+                    notes.append(
+                        f"continuity not checked between rounds {prev.index} and {rnd.index}: "
+                        f"the log is silent for {silence:.0f} s"
+                    )
+                continue
+        d = _check(prev, rnd, rb.cfg.page_size)
+        if d is not None:
+            out.append(d)
+    return sorted(out, key=lambda d: d.before_round)

@@ -1,0 +1,165 @@
+"""Synthesized incidents, one per cause of ``spec/oom-causes.md``: a small model node set
+up so that one mechanism ends in an out-of-memory, run under ``prefix`` and rendered as
+the three ranks' logs. Tests replay the logs and check that the rebuild gives the pieces
+as they ran, that this cause holds and the others do not, and the policy table.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kvforensics.model import Config, Inflight, PagePool, PrefillNode, Request, Timing, get_policy
+from kvforensics.synth.capture import Capture, capture_run
+from kvforensics.synth.clock import Clock
+from kvforensics.synth.ranks import pp0_lines, pp1_lines, pp3_lines
+from kvforensics.synth.sink import write_log
+from kvforensics.synth.startup import Startup, startup_lines
+
+START = "2026-12-01 08:00:00"
+STARTUP = Startup(args_time="2026-12-01 07:55:10", ready_time="2026-12-01 07:58:40")
+
+
+@dataclass
+class Incident:
+    """A node that runs into one cause, and what its run did."""
+
+    name: str
+    #: the causes a replay of its logs must find held (all others not)
+    holds: tuple[str, ...]
+    cfg: Config
+    build: Callable[[str], PrefillNode]
+    victim: str
+    #: policies that avoid the out-of-memory under the same facts
+    avoided_by: tuple[str, ...]
+    outside: dict[int, int] = field(default_factory=dict)
+    capture: Capture | None = None
+
+    def run(self) -> Capture:
+        if self.capture is None:
+            self.capture = capture_run(self.build("prefix"))
+            if self.capture.oom is None:
+                raise RuntimeError(f"{self.name}: the prefix run did not run out of memory")
+        return self.capture
+
+    def pieces(self, rid: str) -> list[tuple[int, int]]:
+        """``rid``'s pieces as they ran under ``prefix``, the out-of-memory piece last."""
+        cap = self.run()
+        got = [(s, e) for rc in cap.rounds for r, s, e in rc.pieces if r == rid]
+        got += [(s, e) for r, s, e in cap.oom_round.pieces if r == rid]
+        return got
+
+    def write(self, out: Path) -> list[Path]:
+        """The three ranks' logs (startup lines first) under ``out``."""
+        cap, clock = self.run(), Clock.at(START)
+        paths = []
+        for rank, body in (
+            ("PP0", pp0_lines(cap, clock)),
+            ("PP1", pp1_lines(cap, clock)),
+            ("PP3", pp3_lines(cap, clock)),
+        ):
+            path = out / f"{rank.lower()}.log"
+            write_log(path, [*startup_lines(self.cfg, rank, STARTUP), *body])
+            paths.append(path)
+        return paths
+
+
+def _held_pool(cfg: Config, free: int, senders: int, done_at: float) -> tuple[PagePool, list]:
+    """A pool with ``free`` slots; the rest held by ``senders`` requests in KV transfer,
+    which finish one a second from ``done_at``."""
+    pool = PagePool(page_size=cfg.page_size, size=cfg.pool_size, free=free)
+    share = (cfg.pool_size - free) // senders // cfg.page_size * cfg.page_size
+    flight = []
+    for i in range(senders):
+        pool.held[f"sent-{i}"] = share
+        flight.append(Inflight(f"sent-{i}", done_at + i))
+    return pool, flight
+
+
+def external_allocation(
+    *,
+    page: int = 64,
+    align: int = 256,
+    chunk: int = 4096,
+    free: int = 80000,
+    victim_len: int = 60000,
+    first: int = 1024,
+    taken: int = 60032,
+    at_round: int = 3,
+) -> Incident:
+    """The victim's truncation spends the whole chunk budget (``first`` + its piece fill
+    it, its piece ends on an align boundary, nobody comes after it); ``taken`` slots go to
+    something outside the adder before round ``at_round``; the victim's pieces shrink and
+    the forced branch runs out of memory on a piece that is not its last."""
+    cfg = Config(
+        page_size=page,
+        chunked_prefill_size=chunk,
+        max_prefill_tokens=4 * chunk,
+        pool_size=262144,
+        align_size=align,
+    )
+    timing = Timing(round_overhead_s=1.0, transfer_latency_s=30.0)
+
+    def build(policy: str) -> PrefillNode:
+        pool, flight = _held_pool(cfg, free, 8, 30.0)
+        waiting = [Request("as-first", first), Request("as-victim", victim_len)]
+        return PrefillNode(
+            cfg,
+            get_policy(policy),
+            pool,
+            waiting=waiting,
+            inflight=flight,
+            timing=timing,
+            outside={at_round: taken},
+        )
+
+    return Incident(
+        "external_allocation",
+        ("external_allocation", "forced_resume"),
+        cfg,
+        build,
+        "as-victim",
+        ("park",),
+        {at_round: taken},
+    )
+
+
+def unreserved_tail(
+    *, page: int = 64, align: int = 256, chunk: int = 4096, free: int = 12032
+) -> Incident:
+    """The postmortem's worked example (``spec/accounting.md``): A whole, B truncated with
+    chunk budget left by the alignment, C (little to compute, much to load back) through
+    the gap; B's later pieces run out of memory on its last."""
+    cfg = Config(page_size=page, chunked_prefill_size=chunk, max_prefill_tokens=4 * chunk,
+                 pool_size=65536, align_size=align)
+    timing = Timing(round_overhead_s=1.0, transfer_latency_s=30.0)
+
+    def build(policy: str) -> PrefillNode:
+        pool, flight = _held_pool(cfg, free, 4, 30.0)
+        waiting = [Request("as-a", 1088), Request("as-b", 8000),
+                   Request("as-c", 6128, host_hit=6000)]
+        return PrefillNode(cfg, get_policy(policy), pool, waiting=waiting, inflight=flight,
+                           timing=timing)
+
+    return Incident("unreserved_tail", ("unreserved_tail",), cfg, build, "as-b",
+                    ("fixed", "upstream", "drain", "park"))
+
+
+def page_granularity(*, page: int = 64, align: int = 256, chunk: int = 4096) -> Incident:
+    """The same chain as ``unreserved_tail`` on a pool whose free count is not whole pages
+    (the fork counts slots as given, like the postmortem's "12000 free"): the victim's
+    last, memory-sized piece needs one page more than is left, and the message shows
+    ``N <= available``. The fork's budget charges every piece a page beyond its ceiling,
+    so only a chain like this one gets there: page granularity is where the out-of-memory
+    surfaces, the unreserved tail is the link a policy breaks."""
+    inc = unreserved_tail(page=page, align=align, chunk=chunk, free=12000)
+    inc.name, inc.holds = "page_granularity", ("unreserved_tail", "page_granularity")
+    return inc
+
+
+INCIDENTS: dict[str, Callable[..., Incident]] = {
+    "external_allocation": external_allocation,
+    "unreserved_tail": unreserved_tail,
+    "page_granularity": page_granularity,
+}
