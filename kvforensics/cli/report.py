@@ -88,6 +88,7 @@ def report(
             events=rr.events,
             focus_round=round_no if round_no is not None else rr.start_round,
             inputs=inputs,
+            log_notes=rr.summary.notes(),
         )
     else:
         if len(inputs) != 1:

@@ -6,7 +6,7 @@ root cause, fidelity and the log line behind each input number."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -165,9 +165,11 @@ def write_report(
     events: pl.DataFrame | None = None,
     focus_round: int | None = None,
     inputs: Iterable[str | Path] = (),
+    log_notes: Sequence[str] | None = None,
 ) -> list[Path]:
     """Write the attachment into `out_dir`; returns the files written (report.md first).
-    `inputs` are the files the results came from: nothing is written over them."""
+    `inputs` are the files the results came from: nothing is written over them.
+    `log_notes`: what the reader could not read in the logs (cut files, unreadable lines)."""
     if not results:
         raise InputError("nothing to report: no policy results")
     out = Path(out_dir)
@@ -209,19 +211,33 @@ def write_report(
             write_frame(events, paths[key])
             written.append(paths[key])
 
-    md = _markdown(results, title, verdict, provenance, focus, [p.name for p in written])
+    md = _markdown(
+        results, title, verdict, provenance, focus, [p.name for p in written], log_notes
+    )
     atomic_write_text(paths["md"], md)
     return [paths["md"], *written]
 
 
-def _markdown(results, title, verdict, provenance, focus, files) -> str:
+def _log_notes_md(notes: Sequence[str]) -> list[str]:
+    """The reader's notes, right after the verdict: a cut log can hide the evidence."""
+    lines = ["## What the logs could not tell", ""]
+    lines += [f"- {n.strip()}" for n in notes] or [
+        "- nothing: every file read to its end, every line understood"
+    ]
+    return [*lines, ""]
+
+
+def _markdown(results, title, verdict, provenance, focus, files, log_notes=None) -> str:
     names = list(results)
     out = [f"# {title}", "", "## Verdict", ""]
     if verdict:
         out += _mapping_md(verdict)
     else:
         out += [f"- {outcome_sentence(r)}" for r in results.values()]
-    out += ["", "## Outcome per policy", "", _outcome_table(results), ""]
+    out.append("")
+    if log_notes is not None:
+        out += _log_notes_md(log_notes)
+    out += ["## Outcome per policy", "", _outcome_table(results), ""]
 
     if len(names) >= 2:
         out += ["## Where the policies part", ""]
