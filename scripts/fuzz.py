@@ -99,6 +99,8 @@ class Tally:
         self.slowest: list[tuple[float, str]] = []
         self.max_rss = 0
         self.n = 0
+        self.t0 = time.monotonic()
+        self.checkpoint: Path | None = None
 
     def __call__(self, res) -> None:
         job, cmd, code, secs, found, case, rss = res
@@ -109,9 +111,39 @@ class Tally:
             found = [*found, f"worker peak RSS {rss >> 10} MiB"]
         if found:
             self.failures.append({"seed": job, "case": case, "code": code, "problems": found})
+            print(f"FAIL seed {job} exit {code}: {found} :: {case[:300]}", file=sys.stderr)
         self.slowest = sorted([*self.slowest, (secs, case)], reverse=True)[:5]
         if self.n % 500 == 0:
             print(f"{self.n} runs, {len(self.failures)} failure(s)", file=sys.stderr, flush=True)
+            if self.checkpoint:
+                self.checkpoint.write_text(json.dumps(summary(self, time.monotonic() - self.t0)))
+
+
+def summary(tally: Tally, wall: float) -> dict:
+    by_cmd: dict[str, dict[str, int]] = collections.defaultdict(dict)
+    for (cmd, code), n in sorted(tally.codes.items()):
+        by_cmd[cmd][str(code)] = n
+    return {
+        "runs": tally.n,
+        "wall_s": round(wall),
+        "max_worker_rss_mib": tally.max_rss >> 10,
+        "slowest_s": [round(s, 1) for s, _ in tally.slowest],
+        "codes": dict(by_cmd),
+        "failures": tally.failures,
+    }
+
+
+def report(tally: Tally, wall: float, path: Path | None) -> None:
+    d = summary(tally, wall)
+    print(f"{d['runs']} runs in {d['wall_s']} s; max worker RSS {d['max_worker_rss_mib']} MiB")
+    for cmd, codes in d["codes"].items():
+        print(f"  {cmd:9} " + ", ".join(f"exit {c}: {n}" for c, n in codes.items()))
+    print("slowest: " + "; ".join(f"{s:.1f} s {c[:70]}" for s, c in tally.slowest))
+    print(f"{len(tally.failures)} failure(s)")
+    for f in tally.failures[:50]:
+        print(f"  seed {f['seed']} exit {f['code']}: {f['problems']} :: {f['case'][:200]}")
+    if path:
+        path.write_text(json.dumps(d, indent=1))
 
 
 def main() -> int:
@@ -128,34 +160,12 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="kvf-fuzz-seed-") as seed_dir:
         make_ledgers(Path(seed_dir))
         tally = Tally()
+        tally.checkpoint = args.json
         pool = Pool(args.workers, seed_dir)
         base = args.seed * 1_000_003
         pool.run(range(base, base + args.runs), tally)
         pool.close()
-    wall = time.monotonic() - t0
-    by_cmd = collections.defaultdict(dict)
-    for (cmd, code), n in sorted(tally.codes.items()):
-        by_cmd[cmd][code] = n
-    print(f"{tally.n} runs in {wall:.0f} s; max worker RSS {tally.max_rss >> 10} MiB")
-    for cmd, codes in by_cmd.items():
-        print(f"  {cmd:9} " + ", ".join(f"exit {c}: {n}" for c, n in codes.items()))
-    print("slowest: " + "; ".join(f"{s:.1f} s {c[:70]}" for s, c in tally.slowest))
-    print(f"{len(tally.failures)} failure(s)")
-    for f in tally.failures[:50]:
-        print(f"  seed {f['seed']} exit {f['code']}: {f['problems']} :: {f['case'][:200]}")
-    if args.json:
-        args.json.write_text(
-            json.dumps(
-                {
-                    "runs": tally.n,
-                    "wall_s": wall,
-                    "max_worker_rss_kb": tally.max_rss,
-                    "codes": {c: {str(k): v for k, v in d.items()} for c, d in by_cmd.items()},
-                    "failures": tally.failures,
-                },
-                indent=1,
-            )
-        )
+    report(tally, time.monotonic() - t0, args.json)
     return 1 if tally.failures else 0
 
 
