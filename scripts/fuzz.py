@@ -28,8 +28,13 @@ HARD_LIMIT_S = 60  # a worker silent this long is killed (the in-process alarm i
 
 
 def _worker(conn, seed_dir: str) -> None:
+    # everything a command imports, before the first case's 30 s alarm is armed
+    import kvforensics.cli
+    import kvforensics.report.figures
     from tests.fuzz._cases import make_case
     from tests.fuzz._runner import run_case
+
+    kvforensics.cli.app  # noqa: B018
 
     ledgers = {p.suffix: p for p in Path(seed_dir).glob("seed-ledger.*")}
     while True:

@@ -6,6 +6,7 @@ import signal
 import time
 from dataclasses import dataclass
 
+import kvforensics.cli  # noqa: F401  (imported here, not under a case's alarm)
 from tests.fuzz._cases import Case, problems, snapshot
 from tests.reliability._run import run_cli
 
