@@ -15,8 +15,11 @@ from __future__ import annotations
 import json
 import os
 
+import polars as pl
 import pytest
 from hypothesis import HealthCheck, given, settings
+
+from kvforensics.logs import read_events
 
 from .multi_round import compare_run, model_run, oom_numbers, run_specs
 from .reference_client import MULTI_SCRIPT, ReferenceUnavailable, SglangReference
@@ -64,7 +67,7 @@ def _run(**changes) -> dict:
 
 @pytest.mark.parametrize("page, wording", [(1, "Out of memory."), (16, "Prefill out of memory.")])
 def test_outside_allocation_between_admission_and_allocation_is_the_same_oom(
-    multi_ref, page, wording
+    multi_ref, page, wording, tmp_path
 ):
     # 512 slots; the adder admits all 250 tokens; then an outside user takes 320 before
     # the batch allocates: 192 are left. SGLang raises its own error, the model the same.
@@ -75,6 +78,12 @@ def test_outside_allocation_between_admission_and_allocation_is_the_same_oom(
     assert len(ref) == len(got) == 1
     assert oom_numbers(ref[0]["oom"]) == got[0]["oom"] == [250, 192, 0]
     assert ref[0]["oom"].startswith(wording) and any(wording in x for x in printed)
+    # kvforensics reads SGLang's own message, as its logger writes it, to the same numbers.
+    log = tmp_path / "tp0.log"
+    log.write_text("[2026-12-01 11:00:00 TP0] " + ref[0]["oom"])
+    events, _ = read_events([log])
+    oom = events.filter(pl.col("kind") == "oom").row(0, named=True)
+    assert [oom["oom_tokens"], oom["oom_available_size"], oom["oom_evictable_size"]] == got[0]["oom"]
 
 
 def test_known_gap_prefix_published_at_checkpoint(multi_ref):
