@@ -107,3 +107,26 @@ def test_known_gap_eviction_takes_whole_nodes(multi_ref):
         outside=[{"round": 2, "tokens": 240, "rounds": 3, "during": True}])  # fmt: skip
     out = compare_run(multi_ref, spec)
     assert "round 2: evicted: reference 192 vs model 176" in out.diffs
+
+
+def test_real_prefill_batch_lines_read_to_the_models_batches(multi_ref, tmp_path):
+    # SGLang's own `Prefill batch` lines (report_prefill_stats on the batch's PrefillStats),
+    # read by kvforensics' catalogue: #new-seq, #new-token and #cached-token are the model's
+    # batches, round by round (a chunked request over three rounds, a finished one released
+    # and the next request admitted).
+    spec = _run(chunked_prefill_size=128, pool_size=4096, rounds=8, requests=[
+        {"rid": "a", "arrive": 0, "seq_len": 300, "blocks": [0, 1, 2, 3, 4]},
+        {"rid": "b", "arrive": 1, "seq_len": 200, "blocks": [5, 6, 7, 8]},
+        {"rid": "c", "arrive": 4, "seq_len": 64, "blocks": [9]}])  # fmt: skip
+    ref = multi_ref.run(spec)
+    lines = [r["prefill_batch"] for r in ref if r.get("prefill_batch")]
+    log = tmp_path / "tp0.log"
+    log.write_text("".join(f"[2026-12-01 11:00:{i:02d} TP0] {x}\n" for i, x in enumerate(lines)))
+    events, _ = read_events([log])
+    batches = events.filter(pl.col("kind") == "prefill_batch")
+    got = [(r["new_seq"], r["new_token"], r["cached_token"]) for r in batches.iter_rows(named=True)]
+    model = [r for r in model_run(spec) if r["pieces"]]
+    want = [(len(r["pieces"]), r["new_token"],
+             sum(c["start"] for c in r["calls"] if c["call"] == "add_one_req" and c["start"]))
+            for r in model]  # fmt: skip
+    assert len(lines) == 5 and got == want
