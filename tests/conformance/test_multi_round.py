@@ -20,6 +20,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 from kvforensics.logs import read_events
+from kvforensics.rounds.batches import batch_rounds
 
 from .multi_round import compare_run, model_run, oom_numbers, run_specs
 from .reference_client import MULTI_SCRIPT, ReferenceUnavailable, SglangReference
@@ -111,8 +112,8 @@ def test_known_gap_eviction_takes_whole_nodes(multi_ref):
 
 def test_real_prefill_batch_lines_read_to_the_models_batches(multi_ref, tmp_path):
     # SGLang's own `Prefill batch` lines (report_prefill_stats on the batch's PrefillStats),
-    # read by kvforensics' catalogue: #new-seq, #new-token and #cached-token are the model's
-    # batches, round by round (a chunked request over three rounds, a finished one released
+    # rebuilt by kvforensics as a stock log's batch-level rounds: #new-seq, #new-token and
+    # #cached-token are the model's batches, round by round (a chunked request over three rounds, a finished one released
     # and the next request admitted).
     spec = _run(chunked_prefill_size=128, pool_size=4096, rounds=8, requests=[
         {"rid": "a", "arrive": 0, "seq_len": 300, "blocks": [0, 1, 2, 3, 4]},
@@ -123,8 +124,8 @@ def test_real_prefill_batch_lines_read_to_the_models_batches(multi_ref, tmp_path
     log = tmp_path / "tp0.log"
     log.write_text("".join(f"[2026-12-01 11:00:{i:02d} TP0] {x}\n" for i, x in enumerate(lines)))
     events, _ = read_events([log])
-    batches = events.filter(pl.col("kind") == "prefill_batch")
-    got = [(r["new_seq"], r["new_token"], r["cached_token"]) for r in batches.iter_rows(named=True)]
+    rounds = batch_rounds(events).rounds  # the stock log's batch-level rounds
+    got = [(r.values["new_seq"], r.values["new_token"], r.values["cached_token"]) for r in rounds]
     model = [r for r in model_run(spec) if r["pieces"]]
     want = [(len(r["pieces"]), r["new_token"],
              sum(c["start"] for c in r["calls"] if c["call"] == "add_one_req" and c["start"]))
