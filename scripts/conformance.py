@@ -151,6 +151,8 @@ def run_multi(runs: int, seed_value: int, show: int, exact: bool) -> dict:
 def _kind(diff: str) -> str:
     """'round 3: free: reference 1 vs model 2' -> 'free' (the first differing field)."""
     parts = diff.split(": ")
+    if parts[0] == "rounds":  # one side stopped at an out-of-memory, the other did not
+        return "the number of rounds"
     field = parts[2] if parts[1].startswith("record") else parts[1]
     return field.split(" ")[0]
 
