@@ -92,3 +92,37 @@ def test_every_form_is_one_oom_event(form, phase, spelling, n, a, e, retract_bef
     assert (o["oom_available_size"], o["oom_evictable_size"]) == (a, e)
     assert events.filter(pl.col("kind") == "retract").height == int(retract_before)
     assert events.filter(pl.col("kind") == "crash").height == 0
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    exc=st.sampled_from(
+        ["AssertionError", "NotImplementedError", "ValueError", "torch.OutOfMemoryError"]
+    ),
+    msg=st.sampled_from(
+        [
+            "",
+            ": assert self.chunked_req is None",
+            ": CUDA out of memory. Tried to allocate 2.00 GiB",
+        ]
+    ),
+    chained=st.booleans(),
+)
+def test_other_scheduler_exceptions_are_crashes_with_their_line(exc, msg, chained):
+    lines = [
+        "[2026-02-03 04:05:06 TP3] Scheduler hit an exception: Traceback (most recent call last):",
+        TRACE,
+    ]
+    if chained:  # the first exception, then the one the scheduler died of
+        lines += [
+            "KeyError: 'rid'",
+            "",
+            "During handling of the above exception, another exception occurred:",
+            "",
+            TRACE,
+        ]
+    lines.append(exc + msg)
+    events, unmatched = parse_sample(CAT, "\n".join(lines))
+    (row,) = events.to_dicts()
+    assert (row["kind"], row["exception"], row["rank"]) == ("crash", exc + msg, "TP3")
+    assert unmatched == 0
