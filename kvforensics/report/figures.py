@@ -163,14 +163,22 @@ def _pool_panel(ax, names, res: RunResult, lo: float, focus, history) -> None:
     if res.oom is not None:
         o = res.oom
         ax.plot([o.round], [res.pool.size], marker="X", ms=13, color=COLORS["oom"], ls="none")
+        # written left of the replayed rounds, where the per-round labels are not
         ax.annotate(
-            f"{o.rid} needs {o.tokens:,}, {o.available:,} available",
-            (o.round, res.pool.size), xytext=(-12, 8), textcoords="offset points", ha="right",
-            color=COLORS["oom"], fontsize=10, fontweight="bold",
+            f"out of memory: {o.rid} needs {o.tokens:,}, {o.available:,} available",
+            (o.round, res.pool.size), xytext=(pts[0][0] - 0.7, (res.pool.size + lo) / 2),
+            ha="right", va="center", color=COLORS["oom"], fontsize=10, fontweight="bold",
+            arrowprops={"arrowstyle": "->", "color": COLORS["oom"]},
         )  # fmt: skip
         title = f"{label}: out of memory in round {o.round}"
     else:
         title = f"{label}: no out of memory"
+    over = [x for x, u, _, t in pts if u + t > res.pool.size]
+    if over:
+        title += f"; in use + promised exceeds the pool from round {over[0]}"
+    for x, u, _, t in pts:
+        if t:  # the promise is thin on this scale: say how much it is
+            ax.text(x, u + t, f"+{t:,}", ha="center", va="bottom", fontsize=9, color=COLORS["tail"])
     ax.set_title(title, fontsize=12, loc="left", color=COLORS["oom"] if res.oom else "black")
     ax.set_ylabel("KV slots", fontsize=11)
     ax.tick_params(labelsize=10)

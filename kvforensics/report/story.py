@@ -89,7 +89,7 @@ def summary(rr: ReplayResult, names: list[str]) -> list[str]:
             f"{o.get('rid')} tried to allocate {o['tokens']} tokens with {o['available']} "
             f"available in round {o.get('round')}{_ref(o.get('where'))}."
         )
-    held = [c for c in getattr(rr, "causes", None) or [] if c.held]
+    held = [c for c in rr.causes if c.held]
     if held:
         out.append("Cause: " + "; ".join(f"{c.summary} (`{c.id}`)" for c in held) + ".")
     rep = {True: "reproduces it", False: "does **not** reproduce it", None: ""}[rr.reproduced]
@@ -259,11 +259,11 @@ def out_of_memory(rr: ReplayResult, rc: dict) -> list[str]:
 def story(rr: ReplayResult, rc: dict | None) -> list[str]:
     """The events in the order they happened when the unreserved tail is the cause; for
     any other cause the catalogue's own story (`kvforensics.causes`)."""
-    tail = rr.cause("unreserved_tail") if hasattr(rr, "cause") else None
+    tail = rr.cause("unreserved_tail")
     if rc is None or (tail is not None and not tail.held):
         from kvforensics.replay import verdict_text
 
-        lines = verdict_text(rc, rr.observed_oom, rr.results, getattr(rr, "causes", None))
+        lines = verdict_text(rc, rr.observed_oom, rr.results, rr.causes)
         return ["## What happened", "", *lines, ""]
     return [
         "## What happened",
@@ -385,7 +385,7 @@ def limits(rr: ReplayResult, names: list[str]) -> list[str]:
 
 def causes_table(rr: ReplayResult) -> list[str]:
     """Every cause the catalogue checked, held or not, with its evidence."""
-    found = getattr(rr, "causes", None) or []
+    found = rr.causes
     if not found:
         return []
     said = {True: "held", False: "ruled out", None: "cannot tell"}
