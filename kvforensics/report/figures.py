@@ -257,6 +257,8 @@ def plot_waterfall(
         zoomed = _zoom_inset(ax, steps)
         _draw_steps(ax, steps, quiet_from=zoomed)
         ax.set_xlim(-0.5, len(steps) - 0.5)
+        lo, hi = ax.get_ylim()
+        ax.set_ylim(lo - 0.06 * (hi - lo), hi)  # room for the labels under the lowest bars
         title = f"{p}: ends with rem_total_tokens {end:,}"
         if tail:
             title += f"; {end - tail:,} once the unreserved tail of {tail:,} is counted"
@@ -271,8 +273,11 @@ def plot_waterfall(
         fontsize=14,
         y=1 - 0.1 / h,
     )
-    key = "   ".join(f"{v} = {k}" for k, v in letters.items())
-    fig.text(0.5, 1 - 0.5 / h, f"in the order the adder saw them: {key}", ha="center", fontsize=11)
+    key = "   ".join(f"{v} = {k}" for k, v in letters.items() if k != v)
+    if key:
+        fig.text(
+            0.5, 1 - 0.5 / h, f"in the order the adder saw them: {key}", ha="center", fontsize=11
+        )
     fig.tight_layout(rect=(0, 0, 1, 1 - 0.75 / h))
     return _save(fig, path)
 
@@ -304,6 +309,9 @@ def _letters(data) -> dict[str, str]:
     """A, B, C... for the requests, in the order the adder first saw them (the
     postmortem's names); labels stay short enough to sit side by side."""
     out: dict[str, str] = {}
+    rids = {b[0].split("\n", 1)[0] for _, bars, _, _ in data for b in bars}
+    if all(len(r) <= 3 for r in rids):  # already short: keep the names
+        return {r: r for r in rids}
     for _, bars, _, _ in data:
         for label, _, _ in bars:
             rid = label.split("\n", 1)[0]
