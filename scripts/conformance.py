@@ -1,7 +1,8 @@
-"""Differential run: many random prefill rounds through SGLang 0.5.23's own PrefillAdder
-and through the model (profile sglang-0.5.23, policy upstream), compared record by record.
+"""Differential run: many random prefill rounds through an SGLang release's own PrefillAdder
+and through the model (that release's profile, policy upstream), compared record by record.
 
-    .venv/bin/python scripts/conformance.py --rounds 10000 [--seed 0] [--json out.json]
+    .venv/bin/python scripts/conformance.py --rounds 10000 [--release 0.5.23|all] [--seed 0]
+        [--profile NAME] [--json out.json]
 
 Needs the reference environment (bash scripts/conformance_env.sh). Reports the rounds run,
 the rounds outside the reference's domain (skipped), the differences found (the first few
@@ -26,12 +27,12 @@ if str(ROOT) not in sys.path:
 
 from hypothesis import HealthCheck, Phase, given, seed, settings  # noqa: E402
 
-from tests.conformance import model_round  # noqa: E402
+from tests.conformance import releases  # noqa: E402
 from tests.conformance.reference_client import SglangReference  # noqa: E402
 from tests.conformance.rounds import compare_round, round_specs  # noqa: E402
 
 
-def run(rounds: int, seed_value: int, show: int) -> dict:
+def run(rounds: int, seed_value: int, show: int, release: str, profile: str) -> dict:
     stats = {
         "rounds": 0,
         "out_of_domain": 0,
@@ -43,7 +44,7 @@ def run(rounds: int, seed_value: int, show: int) -> dict:
     }
     examples: list[dict] = []
     tags: Counter[str] = Counter()
-    with SglangReference() as ref:
+    with SglangReference(release=release) as ref:
 
         @seed(seed_value)
         @settings(
@@ -55,7 +56,7 @@ def run(rounds: int, seed_value: int, show: int) -> dict:
         )
         @given(spec=round_specs())
         def one(spec: dict) -> None:
-            out = compare_round(ref, spec)
+            out = compare_round(ref, spec, profile)
             stats["rounds"] += 1
             stats["decisions"] += out.decisions
             stats["sglang_seconds"] += out.sglang_seconds
@@ -81,20 +82,8 @@ def run(rounds: int, seed_value: int, show: int) -> dict:
     return stats
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--rounds", type=int, default=10000)
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--show", type=int, default=5, help="differing rounds to print")
-    ap.add_argument("--json", type=Path, help="write the figures here too")
-    ap.add_argument(
-        "--profile",
-        default=model_round.PROFILE,
-        help="model profile (default %(default)s; 'fork' shows how far the fork is from 0.5.23)",
-    )
-    args = ap.parse_args(argv)
-    model_round.PROFILE = args.profile
-    s = run(args.rounds, args.seed, args.show)
+def report(s: dict, release: str, profile: str) -> None:
+    print(f"SGLang {release} vs model profile {profile}")
     print("coverage (compared rounds that exercised each case):")
     for tag, n in s["coverage"].items():
         print(f"  {n:7d}  {tag}")
@@ -108,14 +97,40 @@ def main(argv: list[str] | None = None) -> int:
         f"adder decisions {s['decisions']}"
     )
     print(
-        f"decisions/s: SGLang 0.5.23 PrefillAdder {s['sglang_decisions_per_s']:,.0f}, "
+        f"decisions/s: SGLang {release} PrefillAdder {s['sglang_decisions_per_s']:,.0f}, "
         f"model {s['model_decisions_per_s']:,.0f} "
         f"(x{s['model_decisions_per_s'] / max(s['sglang_decisions_per_s'], 1e-9):.1f}); "
         f"wall {s['wall_seconds']:.1f} s"
     )
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rounds", type=int, default=10000)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--show", type=int, default=5, help="differing rounds to print")
+    ap.add_argument("--json", type=Path, help="write the figures here too")
+    ap.add_argument(
+        "--release",
+        default=releases.DEFAULT,
+        help="SGLang release to hold the model to, or 'all' (default %(default)s)",
+    )
+    ap.add_argument(
+        "--profile",
+        help="model profile (default: the release's; 'fork' shows how far the fork is)",
+    )
+    args = ap.parse_args(argv)
+    todo = releases.selected() if args.release == "all" else [args.release]
+    results, differing = {}, 0
+    for release in todo:
+        profile = args.profile or releases.profile_name(release)
+        s = run(args.rounds, args.seed, args.show, release, profile)
+        report(s, release, profile)
+        results[release] = {"profile": profile, **s}
+        differing += s["rounds_differing"]
     if args.json:
-        args.json.write_text(json.dumps(s, indent=2))
-    return 1 if s["rounds_differing"] else 0
+        args.json.write_text(json.dumps(results if len(todo) > 1 else s, indent=2))
+    return 1 if differing else 0
 
 
 if __name__ == "__main__":

@@ -1,7 +1,12 @@
 #!/usr/bin/env bash
-# Build the conformance reference environment: SGLang 0.5.23's scheduler code on a
+# Build the conformance reference environments: SGLang 0.5.23's scheduler code on a
 # CPU-only torch, in its own venv (.venv-sglang, git-ignored), apart from the
-# project venv, which never needs SGLang.
+# project venv, which never needs SGLang; then one small venv per other release
+# listed in tests/conformance/sglang-releases.txt (.venv-sglang-<release>), which
+# reuses .venv-sglang's packages and holds only that release's SGLang.
+#
+# Releases: all listed ones by default; SGLANG_RELEASES="0.5.9 0.5.16" for some,
+# SGLANG_RELEASES=none for 0.5.23 only.
 #
 # Idempotent: re-running reuses the venv and pip skips what is already there.
 # From scratch: rm -rf .venv-sglang && bash scripts/conformance_env.sh
@@ -36,5 +41,24 @@ pip_install --no-deps -r "$ROOT/tests/conformance/requirements-sglang.txt"
 # Guard: nothing above may have replaced the CPU torch.
 "$VENV/bin/python" -c 'import torch, sys; v = torch.__version__; print("torch", v); sys.exit(0 if v.startswith("2.13.0") else 1)'
 "$VENV/bin/python" -W ignore "$ROOT/tests/conformance/sglang_ref.py" --self-check
-
 echo "conformance env ready at $VENV ($(( $(date +%s) - start )) s)"
+
+# One venv per other release. The .pth file appends .venv-sglang's site-packages to
+# sys.path after the release venv's own, so the release's SGLang (and its pins) win.
+BASE_SITE="$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
+LIST="$ROOT/tests/conformance/sglang-releases.txt"
+WANT="${SGLANG_RELEASES:-$(grep -v '^#' "$LIST" | awk 'NF {print $1}')}"
+[ "$WANT" = none ] && WANT=""
+for release in $WANT; do
+    t0=$(date +%s)
+    extras="$(awk -v r="$release" '$1 == r {$1 = ""; print}' "$LIST")"
+    RV="$ROOT/.venv-sglang-$release"
+    [ -x "$RV/bin/python" ] || "$PY" -m venv "$RV"
+    site="$("$RV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
+    echo "$BASE_SITE" > "$site/_sglang_reference_base.pth"
+    "$RV/bin/python" -m pip install --disable-pip-version-check -q --no-deps \
+        "sglang==$release" $extras 2>&1 | { grep -v "is ignored: it is neither" || true; }
+    "$RV/bin/python" -W ignore "$ROOT/tests/conformance/sglang_ref.py" --self-check
+    echo "  .venv-sglang-$release ready ($(( $(date +%s) - t0 )) s)"
+done
+echo "all reference envs ready ($(( $(date +%s) - start )) s)"

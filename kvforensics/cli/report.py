@@ -21,9 +21,10 @@ from kvforensics.cli._inputs import (
 )
 from kvforensics.errors import InputError
 from kvforensics.outputs import check_output
-from kvforensics.replay import verdict_text
+from kvforensics.report.figures import HISTORY_ROUNDS
 from kvforensics.report.inputs import are_logs, replay_inputs, run_scenario
 from kvforensics.report.report import write_report
+from kvforensics.report.story import history, log_report
 
 
 @app.command()
@@ -37,6 +38,12 @@ def report(
         int | None, typer.Option("--round", help="Round to explain (default: where policies part).")
     ] = None,
     title: Annotated[str | None, typer.Option(help="Report title.")] = None,
+    force: Annotated[
+        bool,
+        typer.Option(
+            "--force", help="Replace an earlier report's files in OUT (nothing else is touched)."
+        ),
+    ] = False,
     transfer_seconds: TransferSeconds = None,
     page_size: PageSize = None,
     align: Align = None,
@@ -51,43 +58,18 @@ def report(
     opts = LogOptions(page_size, align, chunk_size, pool_size, rank, formats, transfer_seconds)
     if are_logs(inputs):
         rr, results = replay_inputs(inputs, names, **opts.replay_kwargs())
-        d = rr.as_dict()
-        verdict = {
-            "in words": verdict_text(d["root_cause"], d["observed_oom"], rr.results, rr.causes),
-            "observed_oom": d["observed_oom"],
-            "reproduced under prefix": d["reproduced"],
-            "root_cause": d["root_cause"],
-            "causes": d["causes"],
-            "fidelity": {
-                "rounds_checked": d["fidelity"]["rounds_checked"],
-                "mismatches": d["fidelity"]["mismatches"][:20],
-            },
-            "contradictions": d["contradictions"][:20],
-        }
-        provenance = {
-            "configuration": {
-                k: f"{v['value']} ({v['provenance']}: {', '.join(v['evidence'])})"
-                for k, v in d["config"].items()
-            },
-            "rounds": [
-                f"round {r.index}: {p.rid} [{p.start}, {p.end}) {p.provenance}"
-                + (" (cross-checked)" if p.cross_checked else "")
-                + ": "
-                + "; ".join(p.evidence)
-                for r in rr.rebuild.rounds[max(0, (rr.start_round or 0) - 1) :]
-                for p in r.pieces
-            ],
-            "assumptions": d["assumptions"],
-        }
+        head, story, evidence = log_report(rr, names, inputs)
         paths = write_report(
             out,
             results,
-            title=title or f"{inputs[0].name}: replay under {', '.join(names)}",
-            verdict=verdict,
-            provenance=provenance,
+            title=title or head,
+            story=story,
+            evidence=evidence,
             events=rr.events,
             focus_round=round_no if round_no is not None else rr.start_round,
             inputs=inputs,
+            force=force,
+            history=history(rr, HISTORY_ROUNDS),
         )
     else:
         if len(inputs) != 1:
@@ -99,6 +81,7 @@ def report(
             title=title or f"{inputs[0].stem}: prefill admission under {', '.join(names)}",
             focus_round=round_no,
             inputs=inputs,
+            force=force,
         )
     for p in paths:
         console.print(str(p), highlight=False)

@@ -125,6 +125,7 @@ class PrefillAdder:
     # -- a waiting request ----------------------------------------------------
     def add_one_req(self, req: Request) -> AddResult:
         cfg, b, pool = self.cfg, self.budget, self.pool
+        base_unlocked = pool.baseline()
         pool.lock(req.prefix_keys)
         base = pool.baseline()
         t0, c0, chunk0 = b.total_offset, b.cur_offset, b.rem_chunk
@@ -133,6 +134,12 @@ class PrefillAdder:
         # the same pool.
         need = self.profile.memory_need(req.seq_len - req.device_prefix, cfg)
         prefix = req.device_prefix + req.host_hit
+        early = self.profile.refusal_before_lock(
+            need, base_unlocked - t0, cfg.ceil_page(req.seq_len - prefix), b.rem_input,
+            bool(self.pieces),
+        )  # fmt: skip
+        if early is not None:
+            return self._reject(req, base, t0, c0, chunk0, *early)
         result, reason, truncated, end = self._select(req, need, rem_total, prefix)
         if result is not None:
             return self._reject(req, base, t0, c0, chunk0, result, reason)
@@ -204,7 +211,7 @@ class PrefillAdder:
         e = cfg.floor_page(b.rem_chunk)
         if cfg.truncation_align_size:
             e = e // cfg.truncation_align_size * cfg.truncation_align_size
-        end = self._aligned_end(prefix, cfg.floor_page(prefix + e))
+        end = self._aligned_end(prefix, self.profile.truncated_end(cfg, prefix, e))
         if end <= prefix:
             return OTHER, f"chunk budget {b.rem_chunk} leaves no whole page", truncated, end
         return None, None, truncated, end

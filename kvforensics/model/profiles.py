@@ -1,10 +1,11 @@
 """Accounting profiles: the arithmetic that differs between code eras, apart from policy.
 
 A policy says what happens around truncation; a profile says how a request is charged and
-checked at all. ``fork`` is the code that ran the incident. ``sglang-0.5.23`` is the released
-SGLang 0.5.23 ``PrefillAdder`` on a PD prefill node with a single KV pool under ``fcfs``
-(``docs/sglang-0.5.23-rules.md``; held to SGLang's own adder decision by decision by
-``tests/conformance/test_differential.py``).
+checked at all. ``fork`` is the code that ran the incident. ``sglang-X.Y.Z`` is the released
+SGLang ``PrefillAdder`` of that release (and of the later ones up to the next profile: see
+``Profile.releases``) on a PD prefill node with a single KV pool under ``fcfs``
+(``docs/sglang-0.5.23-rules.md``, ``docs/sglang-releases.md``; each held to its release's own
+adder decision by decision by ``tests/conformance/test_differential.py``).
 
 Each field is one difference, consulted at exactly one point of ``adder.py`` / ``node.py``.
 
@@ -15,8 +16,10 @@ meant for policy ``upstream`` (the differential harness runs that pair). With ``
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, replace
 
+from kvforensics.model.budget import AddResult
 from kvforensics.model.config import Config
 
 
@@ -59,6 +62,19 @@ class Profile:
     #: the pool's free count as given (the postmortem's "12000 free" at page 64).
     #: Applied once, when ``PrefillNode`` takes its pool.
     whole_page_free: bool = False
+    #: the end of a newly truncated piece is floored to a whole page, so a prefix that ends
+    #: mid-page gives a shorter piece (0.5.12 on: ``now_input_len`` in
+    #: ``PrefillAdder.add_one_req``). Before 0.5.12 the piece is ``floor_page(rem_chunk)``
+    #: tokens long from wherever the prefix ends.
+    truncated_end_page_floor: bool = True
+    #: the memory check first runs on the unlocked baseline and the input-token check runs
+    #: before the prefix is locked (0.5.9-0.5.12, ``PrefillAdder.add_one_req``: ``total_tokens
+    #: >= rem_total_tokens``, then ``real_input_tokens >= rem_input_tokens``, then
+    #: ``_lock_node``). So a request that fails both the locked memory check and the input
+    #: check is refused OTHER, not NO_TOKEN.
+    input_check_before_lock: bool = False
+    #: the SGLang releases whose adder this profile is (first, last), empty for the fork
+    releases: tuple[str, ...] = ()
 
     # Not fields, because both eras agree on a prefill node: ``truncation_align_size``
     # floors only a newly truncated piece (``_select_prefill_admission``), never a resumed
@@ -79,19 +95,88 @@ class Profile:
         """Tokens the memory check asks for: whole remaining prompt, first token, a page."""
         return remaining + self.max_new(cfg) + (cfg.page_size if self.check_counts_page else 0)
 
+    def truncated_end(self, cfg: Config, prefix: int, length: int) -> int:
+        """Where a newly truncated piece of ``length`` tokens after ``prefix`` ends."""
+        end = prefix + length
+        return cfg.floor_page(end) if self.truncated_end_page_floor else end
+
+    def refusal_before_lock(
+        self, need: int, rem_total_unlocked: int, paged_extend: int, rem_input: int, batch: bool
+    ) -> tuple[AddResult, str] | None:
+        """The checks that run before the prefix is locked, where they can refuse with a
+        different result than the locked ones (``input_check_before_lock``); ``batch``:
+        the round already holds a piece."""
+        if not self.input_check_before_lock:
+            return None
+        if need >= rem_total_unlocked:
+            return AddResult.NO_TOKEN, f"needs {need} >= rem_total_tokens {rem_total_unlocked}"
+        if self.input_tokens_check and batch and paged_extend >= rem_input:
+            return AddResult.OTHER, f"extend {paged_extend} >= rem_input_tokens {rem_input}"
+        return None
+
+    def covers(self, version: str) -> bool:
+        """Whether this profile is the adder of SGLang release ``version``."""
+        if not self.releases:
+            return False
+        v = _release_key(version)
+        return _release_key(self.releases[0]) <= v <= _release_key(self.releases[-1])
+
+
+def _release_key(version: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in re.findall(r"\d+", version)[:3])
+
 
 FORK = Profile("fork")
-#: SGLang 0.5.23 as released (PyPI wheel), prefill node, single KV pool, fcfs. Use with
-#: policy ``upstream``.
-SGLANG_0_5_23 = Profile(
-    "sglang-0.5.23",
-    skip_waiting_on=frozenset({"OTHER"}),
+#: SGLang 0.5.9 (PyPI wheel), prefill node, single KV pool, fcfs. No page charged per piece
+#: (``_update_prefill_budget`` adds only the paged extend and ``max_new``), no page in the
+#: memory check, the input-token check always on and before the lock, a truncated piece
+#: not page-floored at its end, and the queue loop never stops before a candidate
+#: (``Scheduler.get_new_batch_prefill``).
+SGLANG_0_5_9 = Profile(
+    "sglang-0.5.9",
+    page_charge_per_request=False,
+    check_counts_page=False,
+    input_tokens_check=True,
+    skip_waiting_on=frozenset(),
     one_chunked_guard=False,
     max_new_clip=4096,
     load_back_may_fail=True,
     whole_page_free=True,
+    truncated_end_page_floor=False,
+    input_check_before_lock=True,
+    releases=("0.5.9",),
 )
-PROFILES: dict[str, Profile] = {p.name: p for p in (FORK, SGLANG_0_5_23)}
+#: 0.5.10: ``_update_prefill_budget`` charges one page per piece (``page_overhead``); the
+#: memory check does not count it yet.
+SGLANG_0_5_10 = replace(SGLANG_0_5_9, name="sglang-0.5.10", page_charge_per_request=True,
+                        releases=("0.5.10",))  # fmt: skip
+#: 0.5.11: the memory check counts the page too (``total_tokens = extend + max_new + P``).
+SGLANG_0_5_11 = replace(SGLANG_0_5_10, name="sglang-0.5.11", check_counts_page=True,
+                        releases=("0.5.11",))  # fmt: skip
+#: 0.5.12: a truncated piece's end is floored to a page (``now_input_len``).
+SGLANG_0_5_12 = replace(SGLANG_0_5_11, name="sglang-0.5.12", truncated_end_page_floor=True,
+                        releases=("0.5.12",))  # fmt: skip
+#: 0.5.13 to 0.5.22: the input-token check only with chunked prefill off (which the model
+#: does not run), so neither it nor its place before the lock matters. 0.5.20 moved selection
+#: into ``_select_prefill_admission`` and 0.5.22 the books into ``PrefillBudget``
+#: (``mem_cache/prefill_budget.py``) without changing these rules.
+SGLANG_0_5_13 = replace(SGLANG_0_5_12, name="sglang-0.5.13", input_tokens_check=False,
+                        input_check_before_lock=False, releases=("0.5.13", "0.5.22"))  # fmt: skip
+#: SGLang 0.5.23 as released (PyPI wheel), prefill node, single KV pool, fcfs. Use with
+#: policy ``upstream``. The queue loop stops before a candidate on OTHER.
+SGLANG_0_5_23 = replace(SGLANG_0_5_13, name="sglang-0.5.23", skip_waiting_on=frozenset({"OTHER"}),
+                        releases=("0.5.23",))  # fmt: skip
+_ALL = (FORK, SGLANG_0_5_9, SGLANG_0_5_10, SGLANG_0_5_11, SGLANG_0_5_12, SGLANG_0_5_13,
+        SGLANG_0_5_23)  # fmt: skip
+PROFILES: dict[str, Profile] = {p.name: p for p in _ALL}
+
+
+def profile_for_release(version: str) -> Profile | None:
+    """The profile of SGLang release ``version`` (e.g. "0.5.16"), or None if none covers it."""
+    for p in PROFILES.values():
+        if p.covers(version):
+            return p
+    return None
 
 
 def get_profile(name: str) -> Profile:

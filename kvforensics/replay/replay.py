@@ -4,7 +4,7 @@ forward from the round where the crashing request was admitted -> verdict."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import polars as pl
@@ -27,6 +27,16 @@ EXIT_OK, EXIT_INPUT, EXIT_MISMATCH, EXIT_NOT_REPRODUCED = 0, 2, 3, 4
 MAX_ROUNDS = 10_000
 
 
+@dataclass(frozen=True, slots=True)
+class TransferEstimate:
+    """The KV transfer time the replay ran with, how it was arrived at, and the other
+    values the same log supports (label -> seconds), for a reader to weigh."""
+
+    seconds: float
+    how: str  # given | inferred | derived | assumed
+    alternatives: dict[str, float]
+
+
 @dataclass
 class ReplayResult:
     rebuild: Rebuild
@@ -37,8 +47,11 @@ class ReplayResult:
     start_round: int | None
     assumptions: list[str] = field(default_factory=list)
     reproduced: bool | None = None
-    #: a fresh node at the start round under a policy (what ``exec`` re-runs on tensors)
-    build_node: Callable[[str], PrefillNode] | None = None
+    #: a fresh node at the start round under a policy (what ``exec`` re-runs on tensors);
+    #: ``seconds`` replaces the KV transfer time the replay settled on
+    build_node: Callable[..., PrefillNode] | None = None
+    #: the transfer time used, and the other readings of the log it was chosen from
+    transfer: TransferEstimate | None = None
     #: falls of the baseline the logged allocations do not explain (``rounds.continuity``)
     drops: list[Drop] = field(default_factory=list)
     #: the cause catalogue's findings, in catalogue order
@@ -147,7 +160,11 @@ def _run_policies(rr: ReplayResult, events, policies: list[str], transfer_second
     if start is None:
         return
     rr.start_round = start.index
-    timing, inflight = _transfer_model(rb, start, events, transfer_seconds, rr.assumptions)
+    readings: dict[str, float] = {}
+    timing, inflight, how = _transfer_model(
+        rb, start, events, transfer_seconds, rr.assumptions, readings
+    )
+    rr.transfer = TransferEstimate(timing.transfer_latency_s, how, readings)
 
     outside = {d.before_round: d.tokens for d in rr.drops if d.before_round > start.index}
     if outside:
@@ -159,10 +176,14 @@ def _run_policies(rr: ReplayResult, events, policies: list[str], transfer_second
 
     stuck = _unevictable(rb, start, rr.assumptions)
 
-    def build(policy: str):
+    def build(policy: str, seconds: float | None = None):
+        t, inf = timing, inflight
+        if seconds is not None:  # same transfers, each ending ``shift`` later
+            shift = seconds - timing.transfer_latency_s
+            t = replace(timing, transfer_latency_s=seconds)
+            inf = [(rid, n, at + shift) for rid, n, at in inflight]
         return node_at(
-            rb, start, policy, inflight=inflight, timing=timing, outside=outside,
-            unevictable=stuck,
+            rb, start, policy, inflight=inf, timing=t, outside=outside, unevictable=stuck
         )
 
     rr.build_node = build
@@ -210,9 +231,15 @@ def _start_round(rb: Rebuild):
 
 
 def _transfer_model(
-    rb: Rebuild, start, events: pl.DataFrame, seconds: float | None, notes: list[str]
-) -> tuple[Timing, list[tuple[str, int, float]]]:
-    """Rounds last as long as the log says; KV transfers release memory after ``seconds``.
+    rb: Rebuild,
+    start,
+    events: pl.DataFrame,
+    seconds: float | None,
+    notes: list[str],
+    readings: dict[str, float],
+) -> tuple[Timing, list[tuple[str, int, float]], str]:
+    """Rounds last as long as the log says; KV transfers release memory after ``seconds``
+    (returned with how that was arrived at; the other readings go into ``readings``).
 
     The memory held at the start round (pool - baseline) belongs to requests whose KV is
     being sent; the batch lines' ``#inflight-req`` says how many. With no frees observed
@@ -231,6 +258,8 @@ def _transfer_model(
     )
     est = estimate_latency(*frees_and_finishes(rb, start.index))
     if est is not None:
+        readings["median of the traffic before"] = est[0]
+        readings["upper quartile of the traffic before"] = est[1][1]
         notes.append(
             f"the traffic before round {start.index} shows KV transfers taking {est[0]:.2f} s "
             f"(median; quartiles {est[1][0]:.2f}-{est[1][1]:.2f} s; derived: baseline rises between "
@@ -241,6 +270,7 @@ def _transfer_model(
                 else ""
             )
         )
+    how = "given" if seconds is not None else "inferred"
     if seconds is not None:
         notes.append(f"KV transfers take {seconds:.2f} s (given: --transfer-seconds)")
     else:
@@ -255,6 +285,7 @@ def _transfer_model(
         ):
             bound = span + per_round
         if bound is not None:
+            readings["no transfer ended before the crash (lower bound)"] = bound
             seconds = max(bound, est[1][1]) if est else bound
             notes.append(
                 f"KV transfers take {seconds:.2f} s (inferred: the out-of-memory line's "
@@ -264,16 +295,27 @@ def _transfer_model(
                 + "; override with --transfer-seconds)"
             )
         elif est is not None:
+            how = "derived"
             seconds = max(est[1][1], per_round)
             notes.append(
                 f"KV transfers take {seconds:.2f} s (the traffic's upper quartile, at least a round)"
             )
         else:
+            how = "assumed"
             seconds = span + per_round
             notes.append(
                 f"KV transfers take {seconds:.2f} s (assumed: the log gives no measure; "
                 "override with --transfer-seconds)"
             )
+    inflight = _inflight(rb, start, seconds, per_round, notes)
+    return Timing(round_overhead_s=per_round, transfer_latency_s=seconds), inflight, how
+
+
+def _inflight(
+    rb: Rebuild, start, seconds: float, per_round: float, notes: list[str]
+) -> list[tuple[str, int, float]]:
+    """The memory held at the start round, split among the requests whose KV is being
+    sent, each released ``seconds`` after the start (one after another)."""
     base = start.baseline.value if start.baseline else 0
     held = max(0, rb.cfg.pool_size - base)
     count, source = 1, "no batch line: assumed one"
@@ -298,7 +340,7 @@ def _transfer_model(
         f"(derived: pool {rb.cfg.pool_size} - baseline {base}); {count} of them ({source}), "
         "holding equal shares and finishing one after another (assumed)"
     )
-    return Timing(round_overhead_s=per_round, transfer_latency_s=seconds), inflight
+    return inflight
 
 
 def _has_ms(events: pl.DataFrame) -> bool:
@@ -312,5 +354,6 @@ __all__ = [
     "EXIT_OK",
     "Prov",
     "ReplayResult",
+    "TransferEstimate",
     "replay_logs",
 ]

@@ -24,7 +24,14 @@ from kvforensics.report.ledgers import ADDER_CALLS, ledger_of, page_size_of
 
 DPI = 110
 TOKENS = FuncFormatter(lambda v, _pos: f"{v:,.0f}")
-COLORS = {"used": "#4c72b0", "tail": "#dd8452", "oom": "#c44e52", "ok": "#55a868"}
+COLORS = {
+    "used": "#4c72b0",
+    "history": "#9aa5b1",
+    "load": "#c44e52",
+    "tail": "#dd8452",
+    "oom": "#c44e52",
+    "ok": "#55a868",
+}
 
 
 def _save(fig: Figure, path: Path) -> Path:
@@ -33,98 +40,142 @@ def _save(fig: Figure, path: Path) -> Path:
     return path
 
 
-def pool_series(result: RunResult) -> list[tuple[int, int, int]]:
-    """(round, used after the round, promised but unallocated) per round; a round that
-    ran out of memory has no record, so it is added with the pool as the OOM left it."""
-    pts = [(r.round, r.used_end, r.unallocated_tail) for r in result.rounds]
+#: about 1600 px wide at DPI: fits a document page at full width
+WIDTH_IN = 14.5
+#: rounds of logged history drawn before the replay's first round
+HISTORY_ROUNDS = 12
+
+
+def pool_series(result: RunResult) -> list[tuple[int, int, int, int]]:
+    """(round, used after the round, of which loaded back in the round, promised but
+    unallocated) per round; a round that ran out of memory has no record, so it is added
+    with the pool as the OOM left it."""
+    loads = (
+        result.ledger.to_frame()
+        .group_by("round")
+        .agg(pl.col("load_back").fill_null(0).sum())
+        .rows()
+    )
+    loaded = dict(loads)
+    pts = [
+        (r.round, r.used_end, min(loaded.get(r.round, 0), r.used_end), r.unallocated_tail)
+        for r in result.rounds
+    ]
     if result.oom is not None:
-        pts.append((result.oom.round, result.pool.size - result.oom.available, result.oom.tokens))
+        o = result.oom
+        pts.append((o.round, result.pool.size - o.available, 0, o.tokens))
     return pts
 
 
-def plot_pool(results: Mapping[str, RunResult], path: Path) -> Path:
-    names = list(results)
-    fig = Figure(figsize=(9, 2.6 * len(names) + 0.8))
-    axes = fig.subplots(len(names), 1, sharex=True, sharey=True, squeeze=False)[:, 0]
-    series = {p: pool_series(r) for p, r in results.items()}
-    size = max(r.pool.size for r in results.values())
-    lows = [u for pts in series.values() for _, u, _ in pts]
-    # the story is in the last few percent of the pool: start the axis below the lowest use
-    lo = max(0, min(lows, default=0) - 0.15 * (size - min(lows, default=0))) if lows else 0
-    for ax, p in zip(axes, names, strict=True):
-        pts = series[p]
-        res = results[p]
-        # one stair per round: rounds are discrete, a value holds from one round to the next
-        edges = [x - 0.5 for x, _, _ in pts] + [pts[-1][0] + 0.5] if pts else [0, 1]
-        used = [u for _, u, _ in pts]
-        owed = [u + t for _, u, t in pts]
-        if pts:
-            ax.stairs(used, edges, baseline=lo, fill=True, color=COLORS["used"], alpha=0.55)
-            ax.stairs(
-                owed,
-                edges,
-                baseline=used,
-                fill=True,
-                facecolor="none",
-                edgecolor=COLORS["tail"],
-                hatch="///",
-                lw=0,
-            )
-            ax.stairs(owed, edges, baseline=None, color=COLORS["tail"], lw=1.5)
-        ax.axhline(res.pool.size, color="black", ls="--", lw=1)
-        if res.oom is not None:
-            o = res.oom
-            ax.plot([o.round], [res.pool.size], marker="X", ms=13, color=COLORS["oom"], ls="none")
-            ax.annotate(
-                f"OOM: {o.rid} needs {o.tokens:,}, {o.available:,} available",
-                (o.round, res.pool.size),
-                xytext=(-12, -30),
-                textcoords="offset points",
-                ha="right",
-                color=COLORS["oom"],
-                fontsize=9,
-                fontweight="bold",
-            )
-            title = f"{p}: out of memory in round {o.round}"
+def _groups(results: Mapping[str, RunResult]) -> list[tuple[list[str], RunResult]]:
+    """Policies whose pool series are the same share one panel."""
+    groups: list[tuple[list[str], RunResult, list]] = []
+    for p, r in results.items():
+        pts = pool_series(r)
+        for names, _, seen in groups:
+            if seen == pts and (r.oom is None) == (_.oom is None):
+                names.append(p)
+                break
         else:
-            title = f"{p}: no out of memory"
-        over = [x for (x, _, _), w in zip(pts, owed, strict=True) if w > res.pool.size]
-        if over:
-            title += f"; in use + promised exceeds the pool from round {over[0]}"
-        ax.set_title(title, fontsize=11, loc="left", color=COLORS["oom"] if res.oom else "black")
-        ax.set_ylabel("tokens (KV slots)")
-        ax.yaxis.set_major_formatter(TOKENS)
-        ax.grid(axis="y", alpha=0.3)
-    axes[0].set_ylim(lo, size + 0.12 * (size - lo))
-    axes[-1].set_xlabel("scheduling round (value after the round's allocation)")
+            groups.append(([p], r, pts))
+    return [(names, r) for names, r, _ in groups]
+
+
+def plot_pool(
+    results: Mapping[str, RunResult],
+    path: Path,
+    *,
+    focus: int | None = None,
+    history: list[tuple[int, int]] = (),
+) -> Path:
+    """One panel per distinct outcome; ``history`` is (round, slots in use) logged before
+    the replay's first round, drawn as context."""
+    groups = _groups(results)
+    size = max(r.pool.size for r in results.values())
+    fig = Figure(figsize=(WIDTH_IN, 2.9 * len(groups) + 1.1))
+    axes = fig.subplots(len(groups), 1, sharex=True, sharey=True, squeeze=False)[:, 0]
+    lows = [u - lb for _, r in groups for _, u, lb, _ in pool_series(r)] + [u for _, u in history]
+    lo = max(0, min(lows, default=0) - 0.1 * (size - min(lows, default=0)))
+    for ax, (names, res) in zip(axes, groups, strict=True):
+        _pool_panel(ax, names, res, lo, focus, history)
+    axes[0].set_ylim(lo, size + 0.14 * (size - lo))
+    axes[-1].set_xlabel("scheduling round (value after the round's allocation)", fontsize=11)
     axes[-1].xaxis.set_major_locator(MaxNLocator(integer=True))
     h = fig.get_figheight()
     fig.suptitle(
-        f"KV pool use and promised-but-unallocated tokens per round (y axis starts at {lo:,.0f})",
-        fontsize=12,
-        y=1 - 0.12 / h,
+        f"KV pool use per round (y axis from {lo:,.0f}; pool {size:,} slots)",
+        fontsize=14,
+        y=1 - 0.1 / h,
     )
     handles = [
-        Patch(color=COLORS["used"], alpha=0.55, label="KV slots in use"),
-        Patch(
+        Patch(color=COLORS["history"], alpha=0.6, label="in use (logged, before the replay)"),
+        Patch(color=COLORS["used"], alpha=0.6, label="in use (replayed)"),
+        Patch(color=COLORS["load"], alpha=0.85, label="of which loaded back from host in that round"),
+        Patch(facecolor="none", edgecolor=COLORS["tail"], hatch="///", label="promised, not allocated (a chunked request's tail)"),
+        Line2D([], [], color="black", ls="--", label="pool size"),
+        Line2D([], [], marker="X", ms=10, color=COLORS["oom"], ls="none", label="out of memory"),
+    ]  # fmt: skip
+    fig.legend(
+        handles=handles, loc="upper center", ncol=3, fontsize=10, frameon=False,
+        bbox_to_anchor=(0.5, 1 - 0.42 / h),
+    )  # fmt: skip
+    fig.tight_layout(rect=(0, 0, 1, 1 - 1.0 / h))
+    return _save(fig, path)
+
+
+def _pool_panel(ax, names, res: RunResult, lo: float, focus, history) -> None:
+    pts = pool_series(res)
+    if history:
+        hx = [x - 0.5 for x, _ in history] + [history[-1][0] + 0.5]
+        ax.stairs(
+            [u for _, u in history], hx, baseline=lo, fill=True, color=COLORS["history"], alpha=0.6
+        )
+    if pts:
+        edges = [x - 0.5 for x, *_ in pts] + [pts[-1][0] + 0.5]
+        base = [u - lb for _, u, lb, _ in pts]
+        used = [u for _, u, _, _ in pts]
+        owed = [u + t for _, u, _, t in pts]
+        ax.stairs(base, edges, baseline=lo, fill=True, color=COLORS["used"], alpha=0.6)
+        ax.stairs(used, edges, baseline=base, fill=True, color=COLORS["load"], alpha=0.85)
+        ax.stairs(
+            owed,
+            edges,
+            baseline=used,
+            fill=True,
             facecolor="none",
             edgecolor=COLORS["tail"],
             hatch="///",
-            label="promised, not yet allocated (chunked request's tail)",
-        ),
-        Line2D([], [], color="black", ls="--", label=f"pool size ({size:,})"),
-        Line2D([], [], marker="X", ms=10, color=COLORS["oom"], ls="none", label="out of memory"),
-    ]
-    fig.legend(
-        handles=handles,
-        loc="upper center",
-        ncol=4,
-        fontsize=8,
-        frameon=False,
-        bbox_to_anchor=(0.5, 1 - 0.42 / h),
-    )
-    fig.tight_layout(rect=(0, 0, 1, 1 - 0.75 / h))
-    return _save(fig, path)
+            lw=0,
+        )
+        ax.stairs(owed, edges, baseline=None, color=COLORS["tail"], lw=1.5)
+    ax.axhline(res.pool.size, color="black", ls="--", lw=1)
+    if focus is not None:
+        ax.axvline(focus - 0.5, color="#555555", lw=1, ls=":")
+        ax.text(
+            focus - 0.45,
+            lo,
+            f" replay from round {focus}",
+            fontsize=9,
+            va="bottom",
+            color="#555555",
+        )
+    label = ", ".join(names) + (" (the same)" if len(names) > 1 else "")
+    if res.oom is not None:
+        o = res.oom
+        ax.plot([o.round], [res.pool.size], marker="X", ms=13, color=COLORS["oom"], ls="none")
+        ax.annotate(
+            f"{o.rid} needs {o.tokens:,}, {o.available:,} available",
+            (o.round, res.pool.size), xytext=(-12, 8), textcoords="offset points", ha="right",
+            color=COLORS["oom"], fontsize=10, fontweight="bold",
+        )  # fmt: skip
+        title = f"{label}: out of memory in round {o.round}"
+    else:
+        title = f"{label}: no out of memory"
+    ax.set_title(title, fontsize=12, loc="left", color=COLORS["oom"] if res.oom else "black")
+    ax.set_ylabel("KV slots", fontsize=11)
+    ax.tick_params(labelsize=10)
+    ax.yaxis.set_major_formatter(TOKENS)
+    ax.grid(axis="y", alpha=0.3)
 
 
 def waterfall_steps(
@@ -182,87 +233,151 @@ KIND_COLORS = {
 def plot_waterfall(
     results: Mapping[str, RunResult | pl.DataFrame], round_no: int, path: Path
 ) -> Path:
+    """One row per policy: the whole book on the left, and on the right the same steps
+    from the first truncation on, on a scale where a few thousand tokens show."""
     names = list(results)
     data = {
         p: waterfall_steps(ledger_of(x).filter(pl.col("round") == round_no), _page(x))
         for p, x in results.items()
     }
-    width = max(len(d[1]) for d in data.values()) + 3
-    fig = Figure(figsize=(max(7.0, 0.8 * width) * len(names) / 1.4 + 1, 6.8))
-    axes = fig.subplots(1, len(names), sharey=True, squeeze=False)[0]
+    letters = _letters(data.values())
+    fig = Figure(figsize=(WIDTH_IN, 5.0 * len(names) + 1.0))
+    axes = fig.subplots(len(names), 1, squeeze=False)[:, 0]
     for ax, p in zip(axes, names, strict=True):
         start, bars, end, tail = data[p]
-        labels, level = ["baseline\n(free + evictable)"], start
-        ax.bar(0, start, color="#bbbbbb", edgecolor="black", lw=0.6)
-        ax.text(0, start, f"{start:,}", ha="center", va="bottom", fontsize=8)
-        for i, (label, kind, delta) in enumerate(bars, start=1):
-            labels.append(label)
-            if kind == "check":
-                # drawn from the level it was checked against; the level does not move
-                ok = level - delta > 0
-                c = COLORS["ok"] if ok else COLORS["oom"]
-                ax.bar(i, -delta, bottom=level, facecolor="none", edgecolor=c, ls="--", lw=1.5)
-                ax.text(
-                    i,
-                    level - delta,
-                    f"{level - delta:+,}",
-                    ha="center",
-                    va="bottom" if ok else "top",
-                    fontsize=8,
-                    color=c,
-                )
-                ax.plot([i - 0.4, i + 1.4], [level, level], color="black", lw=0.5, ls=":")
-                continue
-            top = level
-            level += delta
-            ax.bar(i, -delta, bottom=level, color=KIND_COLORS[kind], edgecolor="black", lw=0.6)
-            if kind == "refused":
-                ax.plot([i], [level], marker="x", color="black", ms=10)
-            ax.text(i, top, f"{delta:+,}" if delta else "", ha="center", va="bottom", fontsize=8)
-            ax.plot([i - 0.4, i + 1.4], [level, level], color="black", lw=0.5, ls=":")
-        n = len(bars) + 1
-        ax.bar(
-            n,
-            end,
-            color=COLORS["ok"] if end - tail > 0 else COLORS["oom"],
-            alpha=0.8,
-            edgecolor="black",
-            lw=0.6,
+        steps = _levels(start, _short(bars, letters), end, tail)
+        zoomed = _zoom_inset(ax, steps)
+        _draw_steps(ax, steps, quiet_from=zoomed)
+        ax.set_xlim(-0.5, len(steps) - 0.5)
+        title = f"{p}: ends with rem_total_tokens {end:,}"
+        if tail:
+            title += f"; {end - tail:,} once the unreserved tail of {tail:,} is counted"
+        ax.set_title(
+            title, fontsize=12, loc="left", color=COLORS["oom"] if end - tail < 0 else "black"
         )
-        ax.text(n, max(end, 0), f"{end:,}", ha="center", va="bottom", fontsize=9, fontweight="bold")
-        labels.append("rem_total_tokens\nafter the round")
-        if tail:
-            n += 1
-            ax.bar(
-                n, -tail, bottom=end, facecolor="white", edgecolor=COLORS["oom"], hatch="xx", lw=1.2
-            )
-            ax.text(
-                n,
-                end - tail,
-                f"{end - tail:,}",
-                ha="center",
-                va="top",
-                fontsize=9,
-                color=COLORS["oom"],
-                fontweight="bold",
-            )
-            labels.append(f"unreserved tail\n{tail:,} (not in\nthe offset)")
-        ax.axhline(0, color="black", lw=0.8)
-        ax.set_xticks(range(len(labels)))
-        ax.set_xticklabels(labels, rotation=40, ha="right", fontsize=8)
-        title = f"{p}: round {round_no} ends with rem_total_tokens {end:,}"
-        if tail:
-            title += f"\n({end - tail:,} once the unreserved tail of {tail:,} is counted)"
-        ax.set_title(title, fontsize=10, loc="left")
-        ax.yaxis.set_major_formatter(TOKENS)
-        ax.grid(axis="y", alpha=0.3)
-    axes[0].set_ylabel("tokens (KV slots)")
+        ax.set_ylabel("KV slots", fontsize=11)
+    h = fig.get_figheight()
     fig.suptitle(
-        f"Round {round_no}: the memory book step by step (baseline minus locks, load-backs and offset charges)",
-        fontsize=12,
+        f"Round {round_no}: the memory book step by step (baseline minus locks, "
+        "load-backs and offset charges)",
+        fontsize=14,
+        y=1 - 0.1 / h,
     )
-    fig.tight_layout()
+    key = "   ".join(f"{v} = {k}" for k, v in letters.items())
+    fig.text(0.5, 1 - 0.5 / h, f"in the order the adder saw them: {key}", ha="center", fontsize=11)
+    fig.tight_layout(rect=(0, 0, 1, 1 - 0.75 / h))
     return _save(fig, path)
+
+
+def _zoom_inset(ax, steps) -> int | None:
+    """The steps from the truncation on, magnified in the empty upper right of the
+    book (a waterfall only falls); skipped when they are already large enough to read."""
+    z = _zoom_from(steps)
+    part = steps[z:]
+    top = max((max(b, t) for _, _, b, t in part), default=0)
+    if not part or top > 0.35 * steps[0][3]:
+        return None
+    x0 = z / len(steps) + 0.03
+    inset = ax.inset_axes([x0, 0.36, 0.995 - x0, 0.6])
+    _draw_steps(inset, part, offset=z)
+    inset.set_xlim(z - 0.5, len(steps) - 0.5)
+    inset.yaxis.tick_right()  # clear of the tall bars to its left
+    # the zoomed steps come after the large drops: their own range is the scale
+    lo = min(0.0, *(min(b, t) for _, _, b, t in part))
+    pad = 0.12 * (top - lo or 1)
+    inset.set_ylim(lo - pad, top + pad)
+    inset.tick_params(axis="x", labelsize=8)
+    inset.set_title("zoomed: from the truncation on", fontsize=10, loc="left")
+    ax.indicate_inset_zoom(inset, edgecolor="#444444")
+    return z
+
+
+def _letters(data) -> dict[str, str]:
+    """A, B, C... for the requests, in the order the adder first saw them (the
+    postmortem's names); labels stay short enough to sit side by side."""
+    out: dict[str, str] = {}
+    for _, bars, _, _ in data:
+        for label, _, _ in bars:
+            rid = label.split("\n", 1)[0]
+            if rid not in out:
+                n = len(out)
+                out[rid] = chr(ord("A") + n) if n < 26 else f"R{n}"
+    return out
+
+
+def _short(bars, letters: dict[str, str]):
+    out = []
+    for label, kind, delta in bars:
+        rid, _, what = label.partition("\n")
+        what = what.replace(": ", "\n", 1).replace(" (", "\n(", 1)
+        out.append((f"{letters.get(rid, rid)} {what}", kind, delta))
+    return out
+
+
+def _levels(start: int, bars, end: int, tail: int) -> list[tuple[str, str, float, float]]:
+    """(label, kind, bottom, top) of every bar, in order, from the books."""
+    out = [("baseline\nfree+evictable", "baseline", 0, start)]
+    level = start
+    for label, kind, delta in bars:
+        if kind == "check":  # what a later request weighed; the level does not move
+            out.append((label, "check", level - delta, level))
+            continue
+        out.append((label, kind, level + delta, level))
+        level += delta
+    out.append(("rem_total_tokens\nat the end", "end", 0, end))
+    if tail:
+        out.append((f"unreserved\ntail {tail:,}", "tail", end - tail, end))
+    return out
+
+
+def _zoom_from(steps) -> int:
+    """The first step after the last large drop before the end: where a small scale
+    starts to show what the large one hides."""
+    first = next(
+        (i for i, s in enumerate(steps) if "tail reserved" in s[0] or s[1] == "check"), None
+    )
+    if first is None:
+        first = max(1, len(steps) - 4)
+    return max(1, first - 1)
+
+
+def _draw_steps(ax, steps, *, offset: int = 0, quiet_from: int | None = None) -> None:
+    """Bars at ``offset + i``; from ``quiet_from`` on, no value text (an inset has it)."""
+    for i, (_label, kind, bottom, top) in enumerate(steps):
+        x = offset + i
+        say = quiet_from is None or i < quiet_from
+        c, text, va, weight = "black", f"{bottom - top:+,.0f}", "bottom", "normal"
+        if kind == "check":
+            ok = bottom > 0
+            c = COLORS["ok"] if ok else COLORS["oom"]
+            ax.bar(x, top - bottom, bottom=bottom, facecolor="none", edgecolor=c, ls="--", lw=1.8)
+            text, va, weight = f"{bottom:+,.0f}\n{'passes' if ok else 'fails'}", "top", "bold"
+            y = bottom
+        elif kind == "tail":
+            c = COLORS["oom"]
+            ax.bar(
+                x, top - bottom, bottom=bottom, facecolor="white", edgecolor=c, hatch="xx", lw=1.4
+            )
+            text, va, weight, y = f"{bottom:,.0f}", "top", "bold", bottom
+        else:
+            color = {"baseline": "#bbbbbb", "end": COLORS["ok"]}.get(kind, KIND_COLORS.get(kind))
+            if kind == "end" and top <= 0:
+                color = COLORS["oom"]
+            ax.bar(x, top - bottom, bottom=bottom, color=color, edgecolor="black", lw=0.6)
+            if kind in ("baseline", "end"):
+                text, weight = f"{top:,.0f}", "bold" if kind == "end" else "normal"
+            if kind == "refused":
+                ax.plot([x], [bottom], marker="x", color="black", ms=10)
+                text = ""
+            y = max(top, bottom)
+        if say and text:
+            ax.text(x, y, text, ha="center", va=va, fontsize=10, color=c, fontweight=weight)
+    ax.axhline(0, color="black", lw=0.8)
+    ax.set_xticks([offset + i for i in range(len(steps))])
+    ax.set_xticklabels([s[0] for s in steps], fontsize=9)
+    ax.yaxis.set_major_formatter(TOKENS)
+    ax.tick_params(axis="y", labelsize=10)
+    ax.grid(axis="y", alpha=0.3)
 
 
 def _page(x: RunResult | pl.DataFrame) -> int:

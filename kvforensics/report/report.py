@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
 
 import polars as pl
 
@@ -16,7 +15,7 @@ from kvforensics.errors import InputError
 from kvforensics.ledger_io import write_frame
 from kvforensics.model import RunResult
 from kvforensics.outputs import atomic_write_text, check_not_input
-from kvforensics.report import _fmt
+from kvforensics.report import _fmt, manifest
 from kvforensics.report.diff import Diff, diff_ledgers
 from kvforensics.report.explain import explain_round
 from kvforensics.report.figures import plot_pool, plot_waterfall
@@ -58,31 +57,6 @@ def pick_focus(results: Mapping[str, RunResult]) -> int | None:
 
 def _diff(results: Mapping[str, RunResult], a: str, b: str) -> Diff:
     return diff_ledgers(results[a].ledger_frame(), results[b].ledger_frame(), a, b)
-
-
-def _mapping_md(obj: Any, depth: int = 0) -> list[str]:
-    """Any JSON-like verdict or provenance as nested bullets (its keys are the replay's)."""
-    pad = "  " * depth
-    if isinstance(obj, Mapping):
-        out = []
-        for k, v in obj.items():
-            if isinstance(v, Mapping | list | tuple) and v:
-                out.append(f"{pad}- **{k}**:")
-                out += _mapping_md(v, depth + 1)
-            else:
-                out.append(f"{pad}- **{k}**: {_fmt.num(v)}")
-        return out
-    if isinstance(obj, list | tuple):
-        out = []
-        for v in obj:
-            if isinstance(v, Mapping | list | tuple):
-                sub = _mapping_md(v, depth + 1)
-                out.append(f"{pad}- " + (sub[0].strip()[2:] if sub else ""))
-                out += sub[1:]
-            else:
-                out.append(f"{pad}- {_fmt.num(v)}")
-        return out
-    return [f"{pad}- {_fmt.num(obj)}"]
 
 
 def _outcome_table(results: Mapping[str, RunResult]) -> str:
@@ -155,24 +129,37 @@ def _round_table(r: RunResult, focus: int | None) -> str:
     return _fmt.md_table(headers, rows, right=(0, 1, 4, 5)) + note
 
 
+def _pair(results: Mapping[str, RunResult]) -> list[str]:
+    """The two policies the focus round is told under: one that crashes and one that does
+    not when there are both, else the first two."""
+    crashed = [p for p, r in results.items() if r.oom is not None]
+    fine = [p for p, r in results.items() if r.oom is None]
+    return [crashed[0], fine[0]] if crashed and fine else list(results)[:2]
+
+
 def write_report(
     out_dir: str | Path,
     results: Mapping[str, RunResult],
     *,
     title: str,
-    verdict: Mapping[str, Any] | None = None,
-    provenance: Mapping[str, Any] | None = None,
+    story: list[str] | None = None,
+    evidence: list[str] | None = None,
     events: pl.DataFrame | None = None,
     focus_round: int | None = None,
     inputs: Iterable[str | Path] = (),
+    force: bool = False,
+    history: list[tuple[int, int]] = (),
 ) -> list[Path]:
     """Write the attachment into `out_dir`; returns the files written (report.md first).
-    `inputs` are the files the results came from: nothing is written over them."""
+
+    ``story`` (markdown lines) tells what happened and what a fix costs, ``evidence``
+    backs it; without them the report says each policy's outcome. `inputs` are the files
+    the results came from: nothing is written over them. A non-empty `out_dir` is refused
+    unless ``force``, which replaces only an earlier report's files. ``history`` is the
+    pool use logged before the first round, drawn as context."""
     if not results:
         raise InputError("nothing to report: no policy results")
     out = Path(out_dir)
-    if out.exists() and not out.is_dir():
-        raise InputError(f"{out}: exists and is not a directory")
     inputs = [Path(p) for p in inputs]
     focus = focus_round if focus_round is not None else pick_focus(results)
     all_rounds = {s.round for r in results.values() for s in round_summaries(ledger_of(r))}
@@ -180,25 +167,16 @@ def write_report(
         raise InputError(
             f"round {focus} is not in the results (rounds {min(all_rounds)}..{max(all_rounds)})"
         )
-
-    paths = {
-        "md": out / "report.md",
-        "pool": out / "pool.png",
-        "waterfall": out / f"waterfall-round-{focus}.png",
-        "ledger_parquet": out / "ledger.parquet",
-        "ledger_csv": out / "ledger.csv",
-    }
-    if events is not None:
-        paths["events_parquet"] = out / "events.parquet"
-        paths["events_csv"] = out / "events.csv"
+    paths = _paths(out, focus, events is not None)
     for p in paths.values():
         check_not_input(p, inputs)
+    stale = manifest.claim(out, [p.name for p in paths.values()], force)
 
     written: list[Path] = []
-    plot_pool(results, paths["pool"])
+    plot_pool(results, paths["pool"], focus=focus, history=list(history))
     written.append(paths["pool"])
     if focus is not None:
-        plot_waterfall(results, focus, paths["waterfall"])
+        plot_waterfall({p: results[p] for p in _pair(results)}, focus, paths["waterfall"])
         written.append(paths["waterfall"])
     ledger = pl.concat([r.ledger_frame() for r in results.values()], how="vertical_relaxed")
     for key in ("ledger_parquet", "ledger_csv"):
@@ -209,64 +187,87 @@ def write_report(
             write_frame(events, paths[key])
             written.append(paths[key])
 
-    md = _markdown(results, title, verdict, provenance, focus, [p.name for p in written])
+    names = [p.name for p in written] + [manifest.MANIFEST]
+    md = _markdown(results, title, story, evidence, focus, names)
     atomic_write_text(paths["md"], md)
+    manifest.record(out, ["report.md", *names], stale)
     return [paths["md"], *written]
 
 
-def _markdown(results, title, verdict, provenance, focus, files) -> str:
-    names = list(results)
-    out = [f"# {title}", "", "## Verdict", ""]
-    if verdict:
-        out += _mapping_md(verdict)
-    else:
-        out += [f"- {outcome_sentence(r)}" for r in results.values()]
-    out += ["", "## Outcome per policy", "", _outcome_table(results), ""]
+def _paths(out: Path, focus: int | None, with_events: bool) -> dict[str, Path]:
+    paths = {
+        "md": out / "report.md",
+        "pool": out / "pool.png",
+        "ledger_parquet": out / "ledger.parquet",
+        "ledger_csv": out / "ledger.csv",
+    }
+    if focus is not None:
+        paths["waterfall"] = out / f"waterfall-round-{focus}.png"
+    if with_events:
+        paths["events_parquet"] = out / "events.parquet"
+        paths["events_csv"] = out / "events.csv"
+    return paths
 
+
+def _markdown(results, title, story, evidence, focus, files) -> str:
+    out = [f"# {title}", ""]
+    if story:
+        out += story
+    else:
+        out += ["## Outcome", ""] + [f"- {outcome_sentence(r)}" for r in results.values()]
+        out += ["", _outcome_table(results), ""]
+    out += _figures(focus)
+    if evidence:
+        out += evidence
+    names = list(results)
     if len(names) >= 2:
-        out += ["## Where the policies part", ""]
+        out += ["### Where the policies part", ""]
         for other in names[1:]:
             d = _diff(results, names[0], other)
             out += [f"- `{names[0]}` vs `{other}`: " + ". ".join(d.headline())]
         out.append("")
     if focus is not None:
-        out += [f"## Round {focus} explained", ""]
+        pair = _pair(results)
+        out += [f"### Round {focus}'s books under {' and '.join(f'`{p}`' for p in pair)}", ""]
         out.append(
             "Columns: memory need = remaining prompt (including host hits) + 1 + page; "
             "offsets shown before → after the step; chunk budget before → after."
         )
-        out += ["", explain_round(results, focus).to_markdown(heading="###", title=False)]
-
-    out += ["## Figures", ""]
-    out += [
-        "![KV pool use per round](pool.png)",
-        "",
-        "KV slots in use after each round, with the promised-but-unallocated tail of a chunked "
-        "request stacked on top; the dashed line is the pool size.",
-        "",
-    ]
-    if focus is not None:
-        out += [
-            f"![Round {focus} as a ledger waterfall](waterfall-round-{focus}.png)",
-            "",
-            f"Round {focus}'s memory book per policy: the baseline minus each step's lock, "
-            "load-back and offset charge; dashed boxes are a later request's memory need as "
-            "checked; a hatched box is a tail left out of the offset.",
-            "",
-        ]
-
-    out += ["## Per-round table", ""]
+        sub = {p: results[p] for p in pair}
+        out += ["", explain_round(sub, focus).to_markdown(heading="####", title=False)]
+    out += ["### Per-round table", ""]
     for p, r in results.items():
-        out += [f"### `{p}`", "", _round_table(r, focus), ""]
-
-    out += ["## Where each number came from", ""]
-    if provenance:
-        out += _mapping_md(provenance)
-    else:
+        out += [f"#### `{p}`", "", _round_table(r, focus), ""]
+    if not evidence:
+        out += ["### Where each number came from", ""]
         out += [
             "- requests, pool, configuration and timing: the scenario file",
             "- decisions, pieces, offsets, budgets, allocations and any out of memory: "
             "re-run of the admission model under each policy (in `ledger.parquet` / `ledger.csv`)",
+            "",
         ]
-    out += ["", "## Files", ""] + [f"- `{f}`" for f in ["report.md", *files]]
+    out += ["## Files", ""] + [f"- `{f}`" for f in ["report.md", *files]]
     return "\n".join(out) + "\n"
+
+
+def _figures(focus: int | None) -> list[str]:
+    out = [
+        "## Figures",
+        "",
+        "![KV pool use per round](pool.png)",
+        "",
+        "KV slots in use after each round, the load-back of each round as its own layer, "
+        "and the promised-but-unallocated tail of a chunked request on top; the dashed line "
+        "is the pool size.",
+        "",
+    ]
+    if focus is not None:
+        out += [
+            f"![Round {focus}'s memory book](waterfall-round-{focus}.png)",
+            "",
+            f"Round {focus}'s memory book step by step: the baseline minus each step's lock, "
+            "load-back and offset charge; the last few thousand tokens are drawn on their "
+            "own scale.",
+            "",
+        ]
+    return out

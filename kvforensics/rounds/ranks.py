@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import polars as pl
 
 from kvforensics.errors import InputError
@@ -34,7 +36,9 @@ def rank_files(events: pl.DataFrame, rank: str) -> list[str]:
     return events.filter(pl.col("rank") == rank)["file"].unique(maintain_order=True).to_list()
 
 
-def describe_rank(events: pl.DataFrame, rank: str) -> str:
-    """``PP0 (pp0.log)``; a log without rank tags is named by its files alone."""
-    files = ", ".join(rank_files(events, rank)) or "no file"
+def describe_rank(events: pl.DataFrame, rank: str, names_only: bool = False) -> str:
+    """``PP0 (logs/pp0.log)``; a log without rank tags is named by its files alone
+    (``names_only``: file names without their folders)."""
+    files = [Path(f).name if names_only else f for f in rank_files(events, rank)]
+    files = ", ".join(files) or "no file"
     return f"{rank} ({files})" if rank else files

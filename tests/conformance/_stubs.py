@@ -26,6 +26,10 @@ STUBS: dict[str, str] = {
     # Apache TVM FFI is the loader for CUDA-built kernels (sglang.kernels.*); it is
     # reached from the communication/all-reduce ops that schedule_batch imports.
     "tvm_ffi": "CUDA kernel loader; only communication kernels use it",
+    # sgl-kernel (SGLang's CUDA kernels, a 1.7 GB wheel that needs libnvrtc): 0.5.9
+    # imports its KV-cache I/O ops at load in mem_cache/memory_pool_host.py (HiCache's
+    # host pool), which the reference never builds.
+    "sgl_kernel": "CUDA kernels; 0.5.9 imports them from the HiCache host pool module",
 }
 
 __doc__ += "".join(f"    {k}: {v}\n" for k, v in STUBS.items())

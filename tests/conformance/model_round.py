@@ -1,6 +1,7 @@
 """The model's side of the differential comparison: one prefill round of a ``round_spec``
 (the format of ``sglang_ref.run_sglang_round``) through kvforensics' ``PrefillNode.step()``
-with profile ``sglang-0.5.23`` and policy ``upstream``, as records of the same shape.
+with the release's profile (default ``sglang-0.5.23``) and policy ``upstream``, as records
+of the same shape.
 
 How the spec becomes a node:
 
@@ -87,7 +88,7 @@ class ModelRound:
     seconds: float
 
 
-def build_node(spec: dict) -> PrefillNode:
+def build_node(spec: dict, profile: str = PROFILE) -> PrefillNode:
     page = spec["page_size"]
     queue = spec["queue"]
     ch = spec.get("chunked")
@@ -131,13 +132,13 @@ def build_node(spec: dict) -> PrefillNode:
         pool,
         waiting=waiting,
         chunked=chunked,
-        profile=get_profile(PROFILE),
+        profile=get_profile(profile),
     )
 
 
-def model_round(spec: dict) -> ModelRound:
+def model_round(spec: dict, profile: str = PROFILE) -> ModelRound:
     t0 = time.perf_counter()
-    node = build_node(spec)
+    node = build_node(spec, profile)
     ledger = RecordingLedger(node.pool)
     node.ledger = ledger
     node.step()
@@ -153,6 +154,6 @@ def model_round(spec: dict) -> ModelRound:
     return ModelRound(ledger.records, ood, dt)
 
 
-def run_model_round(round_spec: dict) -> list[dict]:
+def run_model_round(round_spec: dict, profile: str = PROFILE) -> list[dict]:
     """Records of one round through the model, in ``run_sglang_round``'s shape."""
-    return model_round(round_spec).records
+    return model_round(round_spec, profile).records

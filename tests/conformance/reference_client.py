@@ -13,6 +13,8 @@ import os
 import subprocess
 from pathlib import Path
 
+from . import releases
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
 REF_SCRIPT = HERE / "sglang_ref.py"
@@ -32,10 +34,12 @@ RECORD_FIELDS = (
 )
 
 
-def reference_python() -> Path:
-    """The .venv-sglang interpreter (override with KVF_SGLANG_PYTHON)."""
+def reference_python(release: str = releases.DEFAULT) -> Path:
+    """The release's reference interpreter (0.5.23: override with KVF_SGLANG_PYTHON)."""
     env = os.environ.get("KVF_SGLANG_PYTHON")
-    return Path(env) if env else ROOT / ".venv-sglang" / "bin" / "python"
+    if env and release == releases.DEFAULT:
+        return Path(env)
+    return releases.venv(release) / "bin" / "python"
 
 
 class ReferenceUnavailable(RuntimeError):
@@ -43,10 +47,11 @@ class ReferenceUnavailable(RuntimeError):
 
 
 class SglangReference:
-    def __init__(self, python: Path | None = None):
+    def __init__(self, python: Path | None = None, release: str = releases.DEFAULT):
         #: the reference's own time for the last round (no pipe, no JSON)
         self.last_seconds = 0.0
-        py = python or reference_python()
+        self.release = release
+        py = python or reference_python(release)
         if not py.exists():
             raise ReferenceUnavailable(
                 f"{py} not found: build it with `bash scripts/conformance_env.sh`"
@@ -78,7 +83,11 @@ class SglangReference:
         if self._proc.poll() is None:
             assert self._proc.stdin is not None
             self._proc.stdin.close()
-            self._proc.wait(timeout=30)
+            try:
+                self._proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self._proc.kill()  # a reference stuck in a round must not hide the cause
+                self._proc.wait()
 
     def __enter__(self) -> SglangReference:
         return self

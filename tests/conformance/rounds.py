@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from hypothesis import strategies as st
 
+from . import releases
 from .model_round import model_round
 from .reference_client import SglangReference, diff_records
 
@@ -125,10 +126,12 @@ class Outcome:
     model_seconds: float
 
 
-def compare_round(ref: SglangReference, spec: dict) -> Outcome:
+def compare_round(ref: SglangReference, spec: dict, profile: str | None = None) -> Outcome:
+    """One round through the reference's release and through the model with that
+    release's profile (or ``profile``)."""
     expected = ref.run(spec)
     sglang_s = ref.last_seconds
-    got = model_round(spec)
+    got = model_round(spec, profile or releases.profile_name(ref.release))
     diffs = [] if got.out_of_domain else diff_records(expected, got.records)
     tags = set() if got.out_of_domain else coverage_tags(spec, expected)
     return Outcome(diffs, got.out_of_domain, tags, len(expected), sglang_s, got.seconds)

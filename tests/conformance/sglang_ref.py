@@ -1,7 +1,9 @@
-"""Reference driver: one prefill scheduling round through SGLang 0.5.23's own
-``PrefillAdder``.
+"""Reference driver: one prefill scheduling round through an SGLang release's own
+``PrefillAdder`` (0.5.23 in ``.venv-sglang``; 0.5.9 to 0.5.22 in
+``.venv-sglang-<release>``; ``_release.py`` holds the few places where releases' APIs
+differ, ``docs/sglang-releases.md`` their rules).
 
-Runs only in the ``.venv-sglang`` interpreter (see ``scripts/conformance_env.sh``);
+Runs only in a reference interpreter (see ``scripts/conformance_env.sh``);
 the project venv never imports this module's SGLang side. The tests in this folder
 talk to it through a subprocess (``reference_client.SglangReference`` runs
 ``python sglang_ref.py --serve``: one JSON round spec per line in, one JSON reply
@@ -22,11 +24,14 @@ What is real and what is a stand-in:
   evictable count, unlocking moves them back. ``init_load_back`` allocates the
   host hit's pages from the allocator (evicting first when free pages are short)
   and returns the loaded length, as HiCache does; with too little memory it
-  loads nothing (SGLang then recomputes the host part).
-* the round loop (``_run_round``) follows ``Scheduler._get_new_batch_prefill_raw``
-  of 0.5.23 for a prefill-only (PD prefill) node: resume the chunked request with
-  ``add_chunked_req``, then walk the queue, stopping before a candidate when
-  ``budget_state()`` is ``OTHER`` and after the first non-``CONTINUE`` result.
+  loads nothing (SGLang then recomputes the host part). The loaded span is cache
+  (evictable) until the request's lock takes it. Before 0.5.22 ``match_prefix``
+  answers ``Req.init_next_round_input`` with the spec's device prefix and host hit.
+* the round loop (``run_sglang_round``) follows the release's
+  ``Scheduler._get_new_batch_prefill_raw`` for a prefill-only (PD prefill) node:
+  resume the chunked request with ``add_chunked_req``, then walk the queue, stopping
+  before a candidate when ``budget_state()`` is ``OTHER`` (0.5.23 only) and after the
+  first non-``CONTINUE`` result.
 
 A round spec (all sizes in tokens)::
 
@@ -37,7 +42,7 @@ A round spec (all sizes in tokens)::
      "queue": [{"rid": "A", "seq_len": 1088, "device_prefix": 0, "host_hit": 0,
                 "prefix_evictable": True}, ...]}
 
-Optional keys: ``"skip_rule"``: ``"sglang"`` (default, 0.5.23's loop) or
+Optional keys: ``"skip_rule"``: ``"sglang"`` (default, the release's loop) or
 ``"not_continue"`` (skip the whole queue when ``budget_state()`` is not
 ``CONTINUE`` after a resumed chunk, as accounting.md describes the fork).
 ``"schedule_policy"`` (default ``"fcfs"``) is published into the config that
@@ -62,10 +67,8 @@ the device; every budget value is read from the adder after the call.
 from __future__ import annotations
 
 import json
-import os
 import sys
 import time
-from array import array
 from pathlib import Path
 from typing import Any
 
@@ -73,26 +76,25 @@ HERE = Path(__file__).resolve().parent
 if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
 
-import _stubs  # noqa: E402
-
-_stubs.install()
-
-# Quiet, deterministic SGLang import on a CPU-only machine.
-os.environ.setdefault("SGLANG_CLIP_MAX_NEW_TOKENS_ESTIMATION", "4096")
-
-from sglang.srt.managers.schedule_batch import Req  # noqa: E402
-from sglang.srt.managers.schedule_policy import AddReqResult, PrefillAdder  # noqa: E402
-from sglang.srt.mem_cache.allocator.base import BaseTokenToKVPoolAllocator  # noqa: E402
-from sglang.srt.mem_cache.base_prefix_cache import (  # noqa: E402
+# _release installs the import stand-ins (_stubs.py) and shims, then imports SGLang.
+from _release import (  # noqa: E402
+    LOOP_BREAKS_ON_OTHER,
+    MODERN,
+    SGLANG_VERSION,
+    AddReqResult,
     BasePrefixCache,
-    DecLockRefResult,
-    EvictResult,
-    IncLockRefResult,
+    PrefillAdder,
+    Req,
+    SamplingParams,
+    allocator_base_methods,
+    loaded_indices,
+    lock_results,
+    make_input_ids,
+    match_result,
+    offsets,
+    piece,
+    publish_config,
 )
-from sglang.srt.runtime_context import get_context  # noqa: E402
-from sglang.srt.sampling.sampling_params import SamplingParams  # noqa: E402
-
-SGLANG_VERSION = "0.5.23"
 
 
 def _ceil_div(a: int, b: int) -> int:
@@ -106,12 +108,11 @@ class PagedAllocator:
     """Token-to-KV allocator stand-in: a free-page count.
 
     Duck-types the parts of ``BaseTokenToKVPoolAllocator`` that the adder and its
-    budget read; ``create_prefill_budget`` and ``request_slot_reserve`` are the
-    real base-class methods, so the adder gets the real ``PrefillBudget``.
+    budget read; from 0.5.22 ``create_prefill_budget`` and ``request_slot_reserve``
+    are the real base-class methods, so the adder gets the real ``PrefillBudget``.
     """
 
-    create_prefill_budget = BaseTokenToKVPoolAllocator.create_prefill_budget
-    request_slot_reserve = BaseTokenToKVPoolAllocator.request_slot_reserve
+    locals().update(allocator_base_methods())
 
     def __init__(self, page_size: int, free_tokens: int):
         self.page_size = page_size
@@ -142,6 +143,9 @@ class _Node:
         self.parent = parent
 
 
+_IncLockRefResult, _DecLockRefResult = lock_results()
+
+
 class LedgerTree(BasePrefixCache):
     """Prefix-tree stand-in that keeps only the numbers the adder reads."""
 
@@ -153,7 +157,8 @@ class LedgerTree(BasePrefixCache):
         self.page_size = allocator.page_size
         self.evictable = evictable_tokens
         self.root = _Node("root", 0, False)
-        self.load_back_calls: list[tuple[str, int]] = []
+        self.load_back_calls: dict[str, int] = {}
+        self.next_match = None
 
     # -- sizes the budget reads
     def evictable_size(self) -> int:
@@ -165,28 +170,38 @@ class LedgerTree(BasePrefixCache):
     # -- locking: a device prefix leaves the evictable pool while locked. As in the
     # radix tree, a lock holds the node and every ancestor (a loaded span's lock keeps
     # the device prefix under it locked).
-    def inc_lock_ref(self, node: _Node) -> IncLockRefResult:
+    def inc_lock_ref(self, node: _Node):
         while node is not None:
             if node.lock_ref == 0 and node.evictable:
                 self.evictable -= node.tokens
             node.lock_ref += 1
             node = node.parent
-        return IncLockRefResult()
+        return _IncLockRefResult()
 
-    def dec_lock_ref(self, node: _Node, params: Any = None) -> DecLockRefResult:
+    def dec_lock_ref(self, node: _Node, params: Any = None):
         while node is not None:
             node.lock_ref -= 1
             assert node.lock_ref >= 0, node.name
             if node.lock_ref == 0 and node.evictable:
                 self.evictable += node.tokens
             node = node.parent
-        return DecLockRefResult()
+        return _DecLockRefResult()
 
-    # -- host load-back: allocates now, so the baseline drops at once
-    def init_load_back(self, params):
-        req = params.req
-        host = params.host_hit_length
-        dev = req.prefix_len
+    # -- host load-back: allocates now, so the baseline drops at once. 0.5.9 calls it
+    # as (last_host_node, host_hit_length), later releases with InitLoadBackParams;
+    # before 0.5.22 it returns the loaded indices, from 0.5.22 the loaded length.
+    def init_load_back(self, params, host_hit_length=None):
+        if host_hit_length is None:  # 0.5.10-0.5.11 name the node last_host_node
+            node = getattr(params, "best_match_node", None) or params.last_host_node
+            host, rid = params.host_hit_length, params.req.rid
+        else:
+            node, host = params, host_hit_length
+            rid = node.name
+        loaded, new_node = self._load_back(rid, node, host)
+        return (loaded if MODERN else loaded_indices(loaded)), new_node
+
+    def _load_back(self, rid: str, node: _Node, host: int) -> tuple[int, _Node]:
+        dev = node.tokens  # the matched node's span is the request's device prefix
         pages = _ceil_div(dev + host, self.page_size) - _ceil_div(dev, self.page_size)
         alloc = self.token_to_kv_pool_allocator
         short = pages - alloc.free_pages
@@ -195,13 +210,25 @@ class LedgerTree(BasePrefixCache):
             self.evictable -= evict_pages * self.page_size
             alloc.free_pages += evict_pages
         if not alloc.alloc_pages(pages):
-            self.load_back_calls.append((req.rid, 0))
-            return 0, req.last_node
-        # The loaded span is a new node under the device prefix; it is in use
-        # (allocated, locked by the request), never evictable this round.
-        node = _Node(f"{req.rid}/loaded", host, False, parent=req.last_node)
-        self.load_back_calls.append((req.rid, host))
-        return host, node
+            self.load_back_calls[rid] = 0
+            return 0, node
+        # The loaded span is a new cache node under the device prefix, evictable until
+        # the request's lock takes it. Before 0.5.20 the adder can still refuse the
+        # request after its load-back (chunk or input budget), and the span then stays
+        # in the tree as cache: the baseline (free + evictable) is what it was. The node
+        # holds the slots it took (whole pages), so refusing gives them all back.
+        self.load_back_calls[rid] = host
+        span = pages * self.page_size
+        self.evictable += span
+        return host, _Node(f"{rid}/loaded", span, True, parent=node)
+
+    # -- before 0.5.22 a waiting request is matched by Req.init_next_round_input, which
+    # asks the tree: the answer is the round spec's device prefix and host hit.
+    def match_prefix(self, params):
+        if self.next_match is None:
+            _never_called("match_prefix")
+        out, self.next_match = self.next_match, None
+        return out
 
     def load_back_is_cache_owned(self) -> bool:
         return True
@@ -211,13 +238,10 @@ class LedgerTree(BasePrefixCache):
     def reset(self):
         _never_called("reset")
 
-    def match_prefix(self, params):
-        _never_called("match_prefix")
-
     def checkpoint(self, req, *, up_to, **kwargs):
         _never_called("checkpoint")
 
-    def evict(self, params) -> EvictResult:
+    def evict(self, params):
         _never_called("evict")
 
     def cache_finished_req(self, *args, **kwargs):
@@ -231,24 +255,6 @@ def _never_called(name: str):
     raise RuntimeError(f"the reference tree's {name}() was called: the harness does not model it")
 
 
-# --------------------------------------------------------------------------- config
-
-_PUBLISHED: dict[str, Any] = {}
-
-
-def _publish_config(schedule_policy: str) -> None:
-    """Publish a default ServerArgs once per schedule policy (the adder reads the
-    exec/schedule/parallel namespaces)."""
-    if _PUBLISHED.get("policy") == schedule_policy:
-        return
-    prev = _PUBLISHED.pop("override", None)
-    if prev is not None:
-        prev.restore()
-    ov = get_context().override_server_args(schedule_policy=schedule_policy)
-    ov.install()
-    _PUBLISHED.update(policy=schedule_policy, override=ov)
-
-
 # --------------------------------------------------------------------------- round
 
 
@@ -256,10 +262,45 @@ def _make_req(rid: str, seq_len: int, max_new_tokens: int) -> Req:
     req = Req(
         rid=rid,
         origin_input_text="",
-        origin_input_ids=array("q", [1] * seq_len),
+        origin_input_ids=make_input_ids(seq_len),
         sampling_params=SamplingParams(max_new_tokens=max_new_tokens),
     )
-    req.refresh_fill_ids()
+    if MODERN:
+        req.refresh_fill_ids()
+    return req
+
+
+def _resumed_req(ch: dict, max_new: int, tree: LedgerTree) -> Req:
+    """The chunked request carried from the previous round: its KV [0, start) is held
+    in its req_to_token row (allocated, not in the tree's evictable part, so already
+    outside the baseline)."""
+    req = _make_req(ch["rid"], ch["seq_len"], max_new)
+    req.last_node = tree.root
+    if MODERN:
+        req.prefix_len = ch["start"]
+        req.kv.req_pool_idx = 0
+    else:
+        req.prefix_indices = loaded_indices(ch["start"])
+        req.req_pool_idx = 0
+        req.init_next_round_input()  # as the scheduler does before add_chunked_req
+    return req
+
+
+def _waiting_req(q: dict, max_new: int, tree: LedgerTree) -> Req:
+    """A waiting request as ``match_prefix`` leaves it: the device hit, its node, the
+    host hit."""
+    req = _make_req(q["rid"], q["seq_len"], max_new)
+    dev = q["device_prefix"]
+    node = _Node(q["rid"], dev, bool(q.get("prefix_evictable", True)) and dev > 0)
+    if MODERN:
+        req.prefix_len = dev
+        req.last_node = node
+        req.best_match_node = node
+        req.host_hit_length = q["host_hit"]
+        req.num_matched_prefix_tokens = dev + q["host_hit"]
+    else:
+        tree.next_match = match_result(dev, node, q["host_hit"])
+        req.init_next_round_input(tree)
     return req
 
 
@@ -287,10 +328,10 @@ def validate_round_spec(spec: dict) -> None:
         raise ValueError("chunked: need 0 < start < seq_len")
 
 
-def _record(
-    adder: PrefillAdder, call: str, req: Req, result, decision: str, start, end, load_back: int
-) -> dict:
-    budget = adder.memory_budget
+def _record(adder: PrefillAdder, call: str, req: Req, result, piece, load_back: int) -> dict:
+    """One adder call; ``piece`` is the (decision, start, end) it gave."""
+    total_offset, cur_offset = offsets(adder)
+    decision, start, end = piece
     return {
         "call": call,
         "rid": req.rid,
@@ -301,78 +342,58 @@ def _record(
         "rem_total_tokens": int(adder.rem_total_tokens),
         "cur_rem_tokens": int(adder.cur_rem_tokens),
         "rem_chunk_tokens": int(adder.rem_chunk_tokens),
-        "rem_total_offset": int(budget.total_offset),
-        "cur_offset": int(budget.current_offset),
+        "rem_total_offset": total_offset,
+        "cur_offset": cur_offset,
         "load_back": int(load_back),
     }
 
 
-def run_sglang_round(round_spec: dict) -> list[dict]:
-    """Run one prefill round through SGLang 0.5.23's PrefillAdder; one record per
-    adder call (see the module docstring)."""
-    validate_round_spec(round_spec)
-    _publish_config(round_spec.get("schedule_policy", "fcfs"))
-    skip_rule = round_spec.get("skip_rule", "sglang")
-    if skip_rule not in ("sglang", "not_continue"):
-        raise ValueError(f"unknown skip_rule {skip_rule!r}")
-
-    page = round_spec["page_size"]
-    max_new = round_spec["max_new_tokens"]
-    allocator = PagedAllocator(page, round_spec["free"])
-    tree = LedgerTree(allocator, round_spec["evictable"])
-
-    adder = PrefillAdder(
-        page_size=page,
+def _new_adder(round_spec: dict, tree: LedgerTree) -> PrefillAdder:
+    return PrefillAdder(
+        page_size=round_spec["page_size"],
         tree_cache=tree,
-        token_to_kv_pool_allocator=allocator,
+        token_to_kv_pool_allocator=tree.token_to_kv_pool_allocator,
         running_batch=None,  # prefill node: no decode batch, no reservation
         new_token_ratio=0.0,
         rem_input_tokens=round_spec["max_prefill_tokens"],
         rem_chunk_tokens=round_spec["chunked_prefill_size"],
     )
+
+
+def _stops_before_candidate(adder: PrefillAdder, skip_rule: str, resumed: bool) -> bool:
+    state = adder.budget_state()
+    if skip_rule == "not_continue":
+        return resumed and state != AddReqResult.CONTINUE
+    return LOOP_BREAKS_ON_OTHER and state == AddReqResult.OTHER
+
+
+def run_sglang_round(round_spec: dict) -> list[dict]:
+    """Run one prefill round through this release's PrefillAdder; one record per adder
+    call (see the module docstring)."""
+    validate_round_spec(round_spec)
+    publish_config(round_spec.get("schedule_policy", "fcfs"))
+    skip_rule = round_spec.get("skip_rule", "sglang")
+    if skip_rule not in ("sglang", "not_continue"):
+        raise ValueError(f"unknown skip_rule {skip_rule!r}")
+    max_new = round_spec["max_new_tokens"]
+    tree = LedgerTree(PagedAllocator(round_spec["page_size"], round_spec["free"]),
+                      round_spec["evictable"])  # fmt: skip
+    adder = _new_adder(round_spec, tree)
     records: list[dict] = []
 
     chunked_req = None
     ch = round_spec.get("chunked")
-    resumed = ch is not None
-    if resumed:
-        req = _make_req(ch["rid"], ch["seq_len"], max_new)
-        # Its KV [0, start) is held in its req_to_token row: allocated, not in the
-        # tree's evictable part, so it is already outside the baseline.
-        req.prefix_len = ch["start"]
-        req.kv.req_pool_idx = 0
-        req.last_node = tree.root
-        start = req.prefix_len
+    if ch is not None:
+        req = _resumed_req(ch, max_new, tree)
         chunked_req = adder.add_chunked_req(req)
         admitted = req in adder.can_run_list
-        records.append(
-            _record(
-                adder,
-                "add_chunked_req",
-                req,
-                None,
-                "resumed" if admitted else "rejected",
-                start if admitted else None,
-                req.extend_end if admitted else None,
-                0,
-            )
-        )
+        got = ("resumed", *piece(req)) if admitted else ("rejected", None, None)
+        records.append(_record(adder, "add_chunked_req", req, None, got, 0))
 
-    if resumed and skip_rule == "not_continue" and (adder.budget_state() != AddReqResult.CONTINUE):
-        return records
-
-    for q in round_spec["queue"]:
-        if adder.budget_state() == AddReqResult.OTHER:
+    for i, q in enumerate(round_spec["queue"]):
+        if _stops_before_candidate(adder, skip_rule, ch is not None and i == 0):
             break
-        req = _make_req(q["rid"], q["seq_len"], max_new)
-        # What match_prefix would have set: the device hit, its node, the host hit.
-        dev = q["device_prefix"]
-        req.prefix_len = dev
-        node = _Node(q["rid"], dev, bool(q.get("prefix_evictable", True)) and dev > 0)
-        req.last_node = node
-        req.best_match_node = node
-        req.host_hit_length = q["host_hit"]
-        req.num_matched_prefix_tokens = dev + q["host_hit"]
+        req = _waiting_req(q, max_new, tree)
         res = adder.add_one_req(
             req,
             has_chunked_req=chunked_req is not None,
@@ -380,22 +401,12 @@ def run_sglang_round(round_spec: dict) -> list[dict]:
         )
         admitted = bool(adder.can_run_list) and adder.can_run_list[-1] is req
         if admitted:
-            decision = "truncated" if req.extend_end < q["seq_len"] else "full"
-            start, end = req.prefix_len, req.extend_end
+            start, end = piece(req)
+            got = ("truncated" if end < q["seq_len"] else "full", start, end)
         else:
-            decision, start, end = "rejected", None, None
-        records.append(
-            _record(
-                adder,
-                "add_one_req",
-                req,
-                res,
-                decision,
-                start,
-                end,
-                req.host_loaded_length if admitted else 0,
-            )
-        )
+            got = ("rejected", None, None)
+        loaded = tree.load_back_calls.get(req.rid, 0) if admitted else 0
+        records.append(_record(adder, "add_one_req", req, res, got, loaded))
         if res != AddReqResult.CONTINUE:
             break
     return records

@@ -1,12 +1,13 @@
-"""Differential test: random prefill rounds through SGLang 0.5.23's own ``PrefillAdder``
-and through the model (profile ``sglang-0.5.23``, policy ``upstream``), compared record
-by record: every ``add_chunked_req`` / ``add_one_req`` result, decision, piece, the three
+"""Differential test: random prefill rounds through each release's own ``PrefillAdder``
+(0.5.23 and the releases of ``sglang-releases.txt``) and through the model with that
+release's profile (``profile_for_release``) and policy ``upstream``, compared record by
+record: every ``add_chunked_req`` / ``add_one_req`` result, decision, piece, the three
 remaining budgets and both offsets, and the load-back.
 
 Any difference fails; hypothesis shrinks the round to the smallest one that still
 differs and the failure prints it as JSON, with the differing fields. Examples per run:
-``KVF_DIFF_EXAMPLES`` (default 300); ``scripts/conformance.py`` runs the same comparison
-for many more rounds.
+``KVF_DIFF_EXAMPLES`` (default 300, per release); ``KVF_RELEASES`` narrows the releases;
+``scripts/conformance.py`` runs the same comparison for many more rounds.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 
 from .model_round import run_model_round
+from .releases import profile_name
 from .rounds import compare_round, round_specs
 
 pytestmark = pytest.mark.conformance
@@ -32,19 +34,20 @@ EXAMPLES = int(os.environ.get("KVF_DIFF_EXAMPLES", "300"))
     print_blob=True,
 )
 @given(spec=round_specs())
-def test_model_matches_sglang_adder(sglang_ref, spec):
-    out = compare_round(sglang_ref, spec)
+def test_model_matches_sglang_adder(release_ref, spec):
+    out = compare_round(release_ref, spec)
     assume(not out.out_of_domain)
     assert not out.diffs, (
-        "model differs from SGLang 0.5.23's PrefillAdder\nround_spec = "
+        f"model ({profile_name(release_ref.release)}) differs from SGLang "
+        f"{release_ref.release}'s PrefillAdder\nround_spec = "
         + json.dumps(spec)
         + "\n"
         + "\n".join(out.diffs)
     )
 
 
-def test_hand_checked_rounds_match(sglang_ref):
-    # The rounds of test_sglang_ref.py, through the model too.
+def test_hand_checked_rounds_match(release_ref):
+    # The rounds of test_sglang_ref.py, through the model too, for every release.
     from .test_sglang_ref import ABC, spec
 
     for s in (
@@ -60,4 +63,5 @@ def test_hand_checked_rounds_match(sglang_ref):
             ],
         ),
     ):
-        assert run_model_round(s) == sglang_ref.run(s), json.dumps(s)
+        got = run_model_round(s, profile_name(release_ref.release))
+        assert got == release_ref.run(s), json.dumps(s)

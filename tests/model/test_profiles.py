@@ -6,6 +6,8 @@ tests pin the same rules without SGLang, and pin that ``fork`` is unchanged.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from kvforensics.model.adder import PrefillAdder
@@ -13,7 +15,17 @@ from kvforensics.model.config import Config
 from kvforensics.model.node import PrefillNode
 from kvforensics.model.policies import get_policy
 from kvforensics.model.pool import PagePool
-from kvforensics.model.profiles import FORK, PROFILES, SGLANG_0_5_23, Profile, get_profile
+from kvforensics.model.profiles import (
+    FORK,
+    PROFILES,
+    SGLANG_0_5_11,
+    SGLANG_0_5_12,
+    SGLANG_0_5_13,
+    SGLANG_0_5_23,
+    Profile,
+    get_profile,
+    profile_for_release,
+)
 from kvforensics.model.request import Request
 
 UPSTREAM = get_policy("upstream")
@@ -33,14 +45,64 @@ def node(profile: Profile, *, free: int, waiting=(), chunked=None, **kw) -> Pref
 
 def test_registry_and_fork_defaults():
     assert get_profile("sglang-0.5.23") is SGLANG_0_5_23 and set(PROFILES) == {
-        "fork",
-        "sglang-0.5.23",
-    }
+        "fork", "sglang-0.5.9", "sglang-0.5.10", "sglang-0.5.11", "sglang-0.5.12",
+        "sglang-0.5.13", "sglang-0.5.23",
+    }  # fmt: skip
     assert Profile("fork") == FORK
     assert FORK.skip_waiting_on == {"NO_TOKEN", "OTHER"} and FORK.one_chunked_guard
     assert not (FORK.max_new_clip or FORK.load_back_may_fail or FORK.whole_page_free)
+    assert FORK.truncated_end_page_floor and not FORK.input_check_before_lock
     with pytest.raises(ValueError):
         get_profile("sglang-0.5.22")
+
+
+@pytest.mark.parametrize(
+    "version, name",
+    [("0.5.9", "sglang-0.5.9"), ("0.5.10.post1", "sglang-0.5.10"), ("0.5.13", "sglang-0.5.13"),
+     ("0.5.16", "sglang-0.5.13"), ("0.5.22", "sglang-0.5.13"), ("0.5.23", "sglang-0.5.23")],
+)  # fmt: skip
+def test_release_to_profile(version, name):
+    assert profile_for_release(version).name == name
+
+
+def test_releases_before_and_after_the_profiles_have_none():
+    assert profile_for_release("0.5.8") is None and profile_for_release("0.5.24") is None
+    assert profile_for_release("0.4.10") is None
+
+
+def test_release_ranges_do_not_overlap():
+    for v in [f"0.5.{i}" for i in range(9, 24)]:
+        assert sum(p.covers(v) for p in PROFILES.values()) == 1, v
+
+
+def test_before_0_5_12_a_truncated_piece_ends_where_the_chunk_budget_does():
+    # Prefix 100 (device 64 + a host hit of 36) at page 64, chunk budget 200: the piece is
+    # floor_page(200) = 192 long. 0.5.12 floors its end, 292, to 256.
+    req = lambda: Request("A", 4000, device_prefix=64, host_hit=36)  # noqa: E731
+    ends = {}
+    for p in (SGLANG_0_5_11, SGLANG_0_5_12):
+        n = node(p, free=100000, waiting=[req()], chunked_prefill_size=200)
+        rec = n.step()
+        ends[p.name] = rec.pieces[0]
+    assert ends == {"sglang-0.5.11": ("A", 100, 292), "sglang-0.5.12": ("A", 100, 256)}
+
+
+def test_before_0_5_13_the_input_check_refuses_ahead_of_the_locked_memory_check():
+    # A takes 1088 + 64 of memory and 1088 of the 1100 input tokens. B's device prefix of
+    # 640 is evictable: unlocked, B's need (1000 + 1 = 1001) fits the 2000 + 640 - 1153;
+    # locked, it does not. Its extend (448 paged) reaches the 12 input tokens left.
+    def run(profile):
+        c = cfg(max_prefill_tokens=1100)
+        pool = PagePool(page_size=64, size=10**6, free=2000, evictable={"pfx": 640})
+        waiting = [Request("A", 1088), Request("B", 1640, device_prefix=640, prefix_keys=("pfx",))]
+        n = PrefillNode(c, UPSTREAM, pool, waiting=waiting, profile=profile)
+        return [(d[1], d[2], d[3]) for d in n.step().decisions]
+
+    assert run(SGLANG_0_5_12)[1] == ("B", "rejected", "OTHER")
+    assert run(replace(SGLANG_0_5_12, input_check_before_lock=False))[1] == (
+        "B", "rejected", "NO_TOKEN",
+    )  # fmt: skip
+    assert run(SGLANG_0_5_13)[1] == ("B", "rejected", "NO_TOKEN")
 
 
 def test_resumed_chunk_leaving_no_memory_still_offers_one_request():

@@ -124,22 +124,24 @@ def test_write_report(results, tmp_path):
     assert not list(out.glob(".*.tmp"))
 
 
-def test_report_takes_verdict_provenance_and_events(results, tmp_path):
+def test_report_takes_story_evidence_and_events(results, tmp_path):
     events = pl.DataFrame({"line": [1, 2], "kind": ["add_one_req", "oom"]})
     write_report(
         tmp_path,
         {p: results[p] for p in ("prefix", "fixed")},
         title="t",
-        verdict={"root_cause": {"summary": "tail not reserved"}, "observed_oom": {"tokens": 2056}},
-        provenance={"seq_len of as-1keim4u1e8": "PP0 log line 1234"},
+        story=["## What happened", "", "the tail was not reserved", ""],
+        evidence=["## Evidence", "", "seq_len of as-1keim4u1e8: PP0 log line 1234", ""],
         events=events,
         focus_round=1,
     )
     md = (tmp_path / "report.md").read_text()
-    assert "tail not reserved" in md and "PP0 log line 1234" in md and "## Round 1 explained" in md
+    assert "tail was not reserved" in md and "PP0 log line 1234" in md
+    assert "### Round 1's books under `prefix` and `fixed`" in md
+    assert md.index("What happened") < md.index("## Figures") < md.index("## Evidence")
     assert read_frame(tmp_path / "events.csv").height == 2
     with pytest.raises(InputError):
-        write_report(tmp_path, results, title="t", focus_round=42)
+        write_report(tmp_path, results, title="t", focus_round=42, force=True)
 
 
 def test_report_refuses_to_write_over_its_input(results, tmp_path):
