@@ -43,6 +43,21 @@ print(json.dumps({
 """
 
 
+#: the reference: the same nodes through ``replay_logs`` alone (no whole-log pass), in order
+REPLAY = """
+import json, resource, sys, time
+from pathlib import Path
+from kvforensics.replay import replay_logs
+from kvforensics.scan import discover
+t0 = time.perf_counter()
+for spec in discover(sys.argv[1:]).nodes:
+    replay_logs([Path(f) for f in spec.files], ["fixed"])
+me = resource.getrusage(resource.RUSAGE_SELF)
+print(json.dumps({"wall_s": time.perf_counter() - t0, "cpu_s": me.ru_utime + me.ru_stime,
+                  "rss_mb": me.ru_maxrss / 1024}))
+"""
+
+
 def make_fleet(out: Path, nodes: int, requests: int, incident: bool) -> None:
     sys.path.insert(0, str(ROOT))
     from kvforensics.synth.agent import write_agent_node
@@ -53,10 +68,13 @@ def make_fleet(out: Path, nodes: int, requests: int, incident: bool) -> None:
         shutil.copytree(ROOT / "fixtures" / "logs" / "incident", out / "incident")
 
 
-def measure(engine: str, jobs: int, address: str, fleet: Path, table: Path) -> dict:
-    cmd = [sys.executable, "-c", RUN, engine, str(jobs), address, str(table), str(fleet)]
+def _run(cmd: list[str]) -> dict:
     out = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, check=True)
-    d = json.loads(out.stdout.strip().splitlines()[-1])
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def measure(engine: str, jobs: int, address: str, fleet: Path, table: Path) -> dict:
+    d = _run([sys.executable, "-c", RUN, engine, str(jobs), address, str(table), str(fleet)])
     d["mb_s"] = d["bytes"] / 1e6 / d["wall_s"]
     d["rounds_s"] = d["rounds"] / d["wall_s"]
     return d
@@ -85,12 +103,24 @@ def main(argv: list[str] | None = None) -> None:
             tables[name] = pl.read_parquet(tmp / "t.parquet")
         ref = results["local x1"]
         print(f"{ref['bytes'] / 1e6:.1f} MB, {ref['rounds']} rounds, {ref['failed']} failed")
-        print("| engine | wall s | MB/s | rounds/s | vs 1 worker | CPU s | peak RSS MB |")
-        print("|---|---:|---:|---:|---:|---:|---:|")
+        rep = _run([sys.executable, "-c", REPLAY, str(tmp / "fleet")])
+        print(
+            f"reference, replay alone node by node: {rep['wall_s']:.1f} s, {rep['cpu_s']:.1f} CPU s, "
+            f"peak RSS {rep['rss_mb']:.0f} MB; the scan in one process takes "
+            f"{ref['cpu_s'] / rep['cpu_s']:.2f}x its CPU time"
+        )
+        print(
+            "| engine | wall s | MB/s | rounds/s | vs 1 worker | CPU s | MB per CPU s | peak RSS MB |"
+        )
+        print("|---|---:|---:|---:|---:|---:|---:|---:|")
         for name, d in results.items():
+            # Ray's workers run outside this process tree: their CPU and RSS are not seen
+            cpu = "-" if name == "ray" else f"{d['cpu_s']:.1f}"
+            per = "-" if name == "ray" else f"{d['bytes'] / 1e6 / d['cpu_s']:.1f}"
+            rss = "driver " if name == "ray" else ""
             print(
                 f"| {name} | {d['wall_s']:.1f} | {d['mb_s']:.2f} | {d['rounds_s']:.0f} | "
-                f"{ref['wall_s'] / d['wall_s']:.2f}x | {d['cpu_s']:.1f} | {d['rss_mb']:.0f} |"
+                f"{ref['wall_s'] / d['wall_s']:.2f}x | {cpu} | {per} | {rss}{d['rss_mb']:.0f} |"
             )
         same = all(t.equals(tables["local x1"]) for t in tables.values())
         print(f"nodes tables equal across engines: {same}")

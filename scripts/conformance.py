@@ -3,6 +3,13 @@ and through the model (that release's profile, policy upstream), compared record
 
     .venv/bin/python scripts/conformance.py --rounds 10000 [--release 0.5.23|all] [--seed 0]
         [--profile NAME] [--json out.json]
+    .venv/bin/python scripts/conformance.py --multi-round --runs 5000 [--exact-domain] [--shrink]
+
+--multi-round: whole runs through SGLang 0.5.23's real prefill path and through the model,
+compared round by round (tests/conformance/multi_round.py); the last line is
+"N runs, R rounds, D differences" (D: runs with at least one differing round).
+--exact-domain keeps to the runs where the model is exact today (no shared prefix, nothing
+evicted); --shrink prints the smallest differing run hypothesis finds.
 
 Needs the reference environment (bash scripts/conformance_env.sh). Reports the rounds run,
 the rounds outside the reference's domain (skipped), the differences found (the first few
@@ -28,7 +35,8 @@ if str(ROOT) not in sys.path:
 from hypothesis import HealthCheck, Phase, given, seed, settings  # noqa: E402
 
 from tests.conformance import releases  # noqa: E402
-from tests.conformance.reference_client import SglangReference  # noqa: E402
+from tests.conformance.multi_round import compare_run, run_specs  # noqa: E402
+from tests.conformance.reference_client import MULTI_SCRIPT, SglangReference  # noqa: E402
 from tests.conformance.rounds import compare_round, round_specs  # noqa: E402
 
 
@@ -104,6 +112,80 @@ def report(s: dict, release: str, profile: str) -> None:
     )
 
 
+def run_multi(runs: int, seed_value: int, show: int, exact: bool) -> dict:
+    stats = {"runs": 0, "rounds": 0, "differing": 0, "decisions": 0,
+             "sglang_seconds": 0.0, "model_seconds": 0.0}  # fmt: skip
+    kinds: Counter[str] = Counter()
+    examples: list[dict] = []
+    domain = run_specs(shared=not exact, ample=exact)
+    with SglangReference(script=MULTI_SCRIPT) as ref:
+
+        @seed(seed_value)
+        @settings(max_examples=runs, deadline=None, phases=[Phase.generate], database=None,
+                  suppress_health_check=list(HealthCheck))  # fmt: skip
+        @given(spec=domain)
+        def one(spec: dict) -> None:
+            out = compare_run(ref, spec)
+            stats["runs"] += 1
+            stats["rounds"] += out.rounds
+            stats["decisions"] += out.decisions
+            stats["sglang_seconds"] += out.sglang_seconds
+            stats["model_seconds"] += out.model_seconds
+            if out.diffs:
+                stats["differing"] += 1
+                kinds[_kind(out.diffs[0])] += 1
+                if len(examples) < show:
+                    examples.append({"run_spec": spec, "diffs": out.diffs[:6]})
+
+        t0 = time.perf_counter()
+        one()
+        stats["wall_seconds"] = time.perf_counter() - t0
+    stats["kinds"], stats["examples"] = dict(kinds.most_common()), examples
+    return stats
+
+
+def _kind(diff: str) -> str:
+    """'round 3: free: reference 1 vs model 2' -> 'free' (the first differing field)."""
+    parts = diff.split(": ")
+    field = parts[2] if parts[1].startswith("record") else parts[1]
+    return field.split(" ")[0]
+
+
+def shrink(exact: bool) -> dict | None:
+    from hypothesis import find
+    from hypothesis.errors import NoSuchExample
+
+    with SglangReference(script=MULTI_SCRIPT) as ref:
+        try:
+            return find(run_specs(shared=not exact, ample=exact),
+                        lambda s: bool(compare_run(ref, s).diffs),
+                        settings=settings(max_examples=500, deadline=None, database=None))  # fmt: skip
+        except NoSuchExample:
+            return None
+
+
+def multi_main(args) -> int:
+    s = run_multi(args.runs, args.seed, args.show, args.exact_domain)
+    for kind, n in s["kinds"].items():
+        print(f"  {n:7d}  runs first differ in {kind}")
+    for ex in s["examples"]:
+        print("DIFFERENCE run_spec =", json.dumps(ex["run_spec"]))
+        for line in ex["diffs"]:
+            print("   ", line)
+    if args.shrink and s["differing"]:
+        print("SMALLEST DIFFERING run_spec =", json.dumps(shrink(args.exact_domain)))
+    d = s["decisions"]
+    print(
+        f"decisions/s on the same rounds: SGLang 0.5.23 real path "
+        f"{d / max(s['sglang_seconds'], 1e-9):,.0f}, model {d / max(s['model_seconds'], 1e-9):,.0f}"
+        f"; wall {s['wall_seconds']:.1f} s"
+    )
+    if args.json:
+        args.json.write_text(json.dumps(s, indent=2))
+    print(f"{s['runs']} runs, {s['rounds']} rounds, {s['differing']} differences")
+    return 1 if s["differing"] else 0
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=10000)
@@ -119,7 +201,13 @@ def main(argv: list[str] | None = None) -> int:
         "--profile",
         help="model profile (default: the release's; 'fork' shows how far the fork is)",
     )
+    ap.add_argument("--multi-round", action="store_true", help="whole runs, round by round")
+    ap.add_argument("--runs", type=int, default=200, help="multi-round runs")
+    ap.add_argument("--exact-domain", action="store_true")
+    ap.add_argument("--shrink", action="store_true")
     args = ap.parse_args(argv)
+    if args.multi_round:
+        return multi_main(args)
     todo = releases.selected() if args.release == "all" else [args.release]
     results, differing = {}, 0
     for release in todo:

@@ -150,7 +150,9 @@ def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, default=ROOT / "fixtures" / "logs")
     ap.add_argument("--trace-limit", type=int, default=TRACE_LIMIT)
-    ap.add_argument("--only", choices=("incident", "clean", "contradiction"), action="append")
+    ap.add_argument(
+        "--only", choices=("incident", "clean", "contradiction", "fleet"), action="append"
+    )
     args = ap.parse_args(argv)
     only = set(args.only or ("incident", "clean", "contradiction"))
     if "incident" in only:
@@ -160,6 +162,11 @@ def main(argv: list[str] | None = None) -> None:
         print(f"clean/pp0.log: {make_clean(args.out)} lines")
     if "contradiction" in only:
         print(f"contradiction/pp0.log: {make_contradiction(args.out)} lines")
+    if "fleet" in only:  # not a fixture: a fleet to try `scan` on (synth.fleet)
+        from kvforensics.synth.fleet import write_fleet
+
+        for node, paths in write_fleet(args.out / "fleet").items():
+            print(f"fleet/{node}: {', '.join(p.name for p in paths)}")
 
 
 if __name__ == "__main__":

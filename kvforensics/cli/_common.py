@@ -65,6 +65,12 @@ def print_log_summary(summary) -> None:
     for sample in summary.unmatched_samples[:3]:
         where = ":".join(str(x) for x in sample[:2])
         print_para(f"unmatched: {where}: {preview(sample[-1], 100)}")
+    undated = getattr(summary, "undated_events", 0)
+    if undated:
+        console.print(
+            f"[yellow]{undated} event(s) have no date in their prefix[/] (time of day only, or "
+            "none): their order is the line order"
+        )
     if summary.unreadable:
         console.print(
             f"[yellow]{summary.unreadable} line(s) hold numbers a log cannot mean[/]; not used"

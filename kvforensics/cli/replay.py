@@ -33,6 +33,8 @@ from kvforensics.cli._inputs import (
     check_format,
 )
 from kvforensics.replay import replay_logs, verdict_text
+from kvforensics.replay.stock import StockAnalysis
+from kvforensics.replay.stock_words import stock_text
 from kvforensics.report.terminal import FitTable
 from kvforensics.scan import whole_log, whole_log_dict
 from kvforensics.scan.terminal import whole_log_line
@@ -56,7 +58,11 @@ def replay(
     """Rebuild the rounds, check the model against them, re-run them under each policy."""
     check_format(fmt, ("table", "json"))
     opts = LogOptions(page_size, align, chunk_size, pool_size, rank, formats, transfer_seconds)
-    rr = replay_logs(logs, split_policies(policy), progress=fmt != "json", **opts.replay_kwargs())
+    rr = replay_logs(
+        logs, split_policies(policy), progress=fmt != "json", stock=True, **opts.replay_kwargs()
+    )
+    if isinstance(rr, StockAnalysis):
+        _print_stock(rr, fmt)
     d = rr.as_dict()
     wl = whole_log(rr)
     d["whole_log"] = whole_log_dict(wl)
@@ -128,3 +134,17 @@ def _policy_table(d: dict) -> FitTable:
             ", ".join(p["unfinished"]) or "-",
         )
     return t
+
+
+def _print_stock(a: StockAnalysis, fmt: str) -> None:
+    """A log without adder lines: what it tells, in JSON or words; then exit."""
+    if fmt == "json":
+        print_json(a.as_dict())
+    else:
+        print_log_summary(a.summary)
+        head, *rest = stock_text(a)
+        console.print(head, style="bold", highlight=False, markup=False)
+        for line in rest:
+            indent = len(line) - len(line.lstrip())
+            print_para(line.strip(), indent=indent, hang=indent + 2)
+    sys.exit(a.exit_code())

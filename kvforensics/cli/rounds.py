@@ -19,10 +19,12 @@ from kvforensics.cli._inputs import (
     Rank,
     check_format,
 )
-from kvforensics.logs import read_events
+from kvforensics.logs import load_catalogue, read_events
 from kvforensics.replay import EXIT_MISMATCH
+from kvforensics.replay.stock import fork_lines, require_scheduler_log
 from kvforensics.report.terminal import FitTable
 from kvforensics.rounds import cross_check, read_config, rebuild_rounds
+from kvforensics.rounds.batches import batch_rounds
 from kvforensics.rounds.ranks import describe_rank
 
 
@@ -42,6 +44,12 @@ def rounds(
     check_format(fmt, ("table", "json"))
     opts = LogOptions(page_size, align, chunk_size, pool_size, rank, formats)
     events, summary = read_events(logs, extra_formats=formats, progress=True)
+    if not (events["kind"] == "adder_check").any() and not fork_lines(
+        events, load_catalogue(formats)
+    ):  # a release's log: batch-level rounds
+        require_scheduler_log(summary)
+        _batch_level(events, summary, fmt, last, opts.rank)
+        return
     cfg, conf = read_config(events, opts.overrides(), summary.unreadable_samples)
     rb = rebuild_rounds(events, cfg, conf, rank=opts.rank)
     cross_check(rb, events)
@@ -94,3 +102,39 @@ def _table(rb, source: str, last: int) -> FitTable:
             f"{r.baseline_end.value}" if r.baseline_end else ("OOM" if r.oom else "?"),
         )
     return t
+
+
+def _batch_level(events, summary, fmt: str, last: int, rank: str | None) -> None:
+    """A log without adder lines: one batch-level round per Prefill batch line."""
+    br = batch_rounds(events, rank)
+    if fmt == "json":
+        print_json({"log": summary.to_dict(), **br.as_dict()})
+        return
+    print_log_summary(summary)
+    shown = br.rounds[-last:] if last else br.rounds
+    who = f" of {br.rank}" if br.rank else ""
+    t = FitTable(
+        ["round", "time", "line", "#new-seq", "#new-token", "#cached-token", "usage", "#queue-req"],
+        title=f"{len(br.rounds)} batch-level rounds{who}, one per Prefill batch line"
+        + (f"; the last {len(shown)}" if len(shown) < len(br.rounds) else ""),
+        right=(0, 3, 4, 5, 6, 7),
+    )
+    one_file = len(summary.files) == 1
+    for r in shown:
+        v = r.values
+        usage = f"{v['token_usage']:.2f}" if v.get("token_usage") is not None else ""
+        t.add_row(
+            r.index,
+            r.time or "",
+            r.where.rsplit(":", 1)[1] if one_file else r.where,
+            *(v.get(k, "") for k in ("new_seq", "new_token", "cached_token")),
+            usage,
+            v.get("queue_req", ""),
+        )
+    console.print(t, highlight=False)
+    if br.other_ranks:
+        console.print(f"Other ranks with batch lines (--rank): {', '.join(br.other_ranks)}")
+    console.print(
+        "Batch level only: the pieces of each request need PrefillAdder lines, which this "
+        "log does not have."
+    )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -52,8 +53,13 @@ def scan(
     rank: Rank = None,
     formats: Formats = None,
 ) -> None:
-    """Scan a fleet's logs: out-of-memory causes, gap admissions, margins, what fixes refuse."""
+    """Scan a fleet's logs: out-of-memory causes, gap admissions, margins, what fixes refuse.
+
+    Exit codes: 0 at least one node was scanned (its findings are in the output); 2 bad
+    input, or no node could be replayed."""
+    from kvforensics.outputs import check_output
     from kvforensics.scan import ScanOptions, scan, write_parquet
+    from kvforensics.scan.fleet import gap_table_beside
     from kvforensics.scan.terminal import print_fleet
 
     check_format(fmt, ("table", "json"))
@@ -65,6 +71,12 @@ def scan(
         rank=rank,
         formats=tuple(str(f) for f in formats or ()),
     )
+    local = [Path(p) for p in paths if "://" not in p]
+    if output:
+        for target in gap_table_beside(output), output:
+            check_output(target, local)
+    if report:
+        check_output(report, local, directory=True)
     with progress_bar() as bar:
         task = bar.add_task("nodes", total=None)
         fleet = scan(
@@ -84,7 +96,10 @@ def scan(
         written += write_report(fleet, report)
     if fmt == "json":
         print_json(fleet.as_dict())
-        return
-    print_fleet(fleet, console)
-    for path in written:
-        console.print(f"wrote {path}", highlight=False)
+    else:
+        print_fleet(fleet, console)
+        for path in written:
+            console.print(f"wrote {path}", highlight=False)
+    # findings are data (exit 0); a scan that could replay no node at all is bad input
+    if not fleet.totals()["scanned"]:
+        sys.exit(2)

@@ -31,6 +31,8 @@ BASE_COLUMNS: dict[str, pl.DataType] = {
     "line": pl.Int64(),
     "time": pl.Datetime("ms"),
     "time_has_ms": pl.Boolean(),
+    # time of day as printed; the only time when the prefix has no date (`[03:51:54]`)
+    "clock": pl.Time(),
     "rank": pl.String(),
     "dp": pl.Int64(),
     "pp": pl.Int64(),
@@ -47,19 +49,51 @@ TAIL_COLUMNS: dict[str, pl.DataType] = {
 }
 
 # Kind regexes are written against the message but run on whole lines (cheaper than
-# slicing messages off): a leading `^` becomes "start, then an optional bracketed
-# prefix". `__m` is empty on a match and null otherwise, so one extract_groups both tests
-# and extracts. The prefix's own fields are read in a separate, cheaper pass.
-_ANY_PREFIX = r"(?:\[[^\]\n]*\] )?"
+# slicing messages off): a leading `^` becomes "start, then an optional prefix". For
+# SGLang's own prefix any bracketed text will do; a user's prefix regex is used as
+# written (its groups made non-capturing). `__m` is empty on a match and null otherwise,
+# so one extract_groups both tests and extracts. The prefix's own fields are read in a
+# separate, cheaper pass.
+_BRACKETED = r"\[[^\]\n]*\] "
+_GROUP_OPEN = re.compile(r"\(\?P?<([A-Za-z_][A-Za-z0-9_]*)>")
+PREFIX_GROUPS = ("time", "ms", "rank")
 
 # Unicode `\d`/`\s`/`\w` keep Rust's capture engines on a slow path (about 1.7x on
 # typical lines); log numbers are ASCII, so the ASCII classes are used instead.
-_ASCII = {"d": "[0-9]", "s": r"[\t\n\x0B\f\r ]", "w": "[0-9A-Za-z_]"}
-_CLASS_ESCAPE = re.compile(r"(?<!\\)((?:\\\\)*)\\([dsw])")
+_ASCII = {"d": "0-9", "s": r"\t\n\x0B\f\r ", "w": "0-9A-Za-z_"}
 
 
 def ascii_classes(regex: str) -> str:
-    return _CLASS_ESCAPE.sub(lambda m: m.group(1) + _ASCII[m.group(2)], regex)
+    """`\\d`, `\\s`, `\\w` as ASCII ranges; inside `[...]` without brackets of their own,
+    so that Python's engine (chunk cutting) and polars' read the same set."""
+    out, i, depth = [], 0, 0
+    while i < len(regex):
+        c = regex[i]
+        if c == "\\" and i + 1 < len(regex):
+            e = regex[i + 1]
+            if e in _ASCII:
+                out.append(_ASCII[e] if depth else f"[{_ASCII[e]}]")
+            else:
+                out.append(c + e)
+            i += 2
+            continue
+        if c == "[" and not depth:
+            depth = 1
+            out.append(c)
+            # a `]` or `^]` right after the opening bracket is a literal
+            if regex[i + 1 : i + 3] == "^]":
+                out.append("^]")
+                i += 2
+            elif regex[i + 1 : i + 2] == "]":
+                out.append("]")
+                i += 1
+        elif c == "]" and depth:
+            depth = 0
+            out.append(c)
+        else:
+            out.append(c)
+        i += 1
+    return "".join(out)
 
 
 @dataclass(frozen=True)
@@ -95,13 +129,31 @@ class Format:
     absorb: tuple[str, ...] = ()
     samples: tuple[dict[str, Any], ...] = ()
     source: str = ""
+    kind: str = ""  # the events' kind; several formats may share one (default: the name)
+    needs_prefix: bool = False  # only lines with a prefix (e.g. a bare `Traceback` is not one)
+    # a head matching this that has no prefix and falls inside another multi-line message
+    # is a copy quoted in it (the `RuntimeError: ...` of a traceback), not a new event
+    nested: str | None = None
+    # (format name, regex): an event whose whole message matches is that format's instead
+    promote: tuple[str, str] | None = None
 
 
 @dataclass(frozen=True)
 class Prefix:
+    """The line prefix: groups `time` (date and time, or time of day only), `ms` and
+    `rank` (the rank tags), each optional."""
+
     regex: str
     tags: dict[str, str]  # tag text in the log -> column name
     samples: tuple[dict[str, Any], ...] = ()
+    time_format: str = "%Y-%m-%d %H:%M:%S"
+    source: str = ""
+    # a prefixed line whose message matches this continues the message above (a wrapper
+    # that prefixes every line, traceback lines included)
+    continues: str | None = None
+    # what a kind regex puts between `^` and its message: optional / required prefix
+    optional: str = f"(?:{_BRACKETED})?"
+    required: str = f"(?:{_BRACKETED})"
 
 
 @dataclass
@@ -143,11 +195,56 @@ def is_anchored(regex: str) -> bool:
     return _split_flags(regex)[1].startswith("^")
 
 
-def _line_regex(regex: str) -> str:
+def _line_regex(regex: str, prefix: Prefix, needs_prefix: bool = False) -> str:
     flags, body = _split_flags(ascii_classes(regex))
     if body.startswith("^"):
-        return f"{flags}^(?P<__m>){_ANY_PREFIX}{body[1:]}"
+        pre = prefix.required if needs_prefix else prefix.optional
+        return f"{flags}^(?P<__m>){pre}{body[1:]}"
     return f"{flags}(?P<__m>){body}"
+
+
+def _prefix(p: Any, source: str, builtin: bool) -> Prefix:
+    if not isinstance(p, dict) or not isinstance(p.get("regex"), str):
+        raise InputError(f"{source}: [prefix] needs a regex")
+    unknown = set(p) - {"regex", "tags", "samples", "time_format", "continues"}
+    if unknown:
+        raise InputError(f"{source}: [prefix] has unknown settings {sorted(unknown)}")
+    regex = p["regex"]
+    groups = _check_regex(regex, f"{source}: [prefix]")
+    try:
+        re.compile(regex)
+    except re.error as exc:
+        raise InputError(f"{source}: [prefix]: invalid regex: {exc}") from None
+    if not regex.startswith("^"):
+        raise InputError(f"{source}: [prefix] regex must start with ^ (it matches at line start)")
+    odd = sorted(set(groups) - set(PREFIX_GROUPS))
+    if odd:
+        raise InputError(f"{source}: [prefix] groups {odd} unknown; use {', '.join(PREFIX_GROUPS)}")
+    tags = dict(p.get("tags") or DEFAULT_TAGS)
+    out = Prefix(
+        ascii_classes(regex),
+        tags,
+        tuple(p.get("samples", ())),
+        str(p.get("time_format", Prefix.time_format)),
+        source,
+        p.get("continues") or None,
+    )
+    if out.continues:
+        _check_regex(out.continues, f"{source}: [prefix] continues")
+    if builtin:
+        return out
+    body = _GROUP_OPEN.sub("(?:", ascii_classes(regex))[1:]
+    return replace(out, optional=f"(?:{body})?", required=f"(?:{body})")
+
+
+DEFAULT_TAGS = {
+    "DP": "dp",
+    "PP": "pp",
+    "ATTN_CP": "attn_cp",
+    "MOE_DP": "moe_dp",
+    "TP": "tp",
+    "EP": "ep",
+}
 
 
 def _field(name: str, spec: Any, where: str, groups: list[str]) -> FieldSpec:
@@ -182,6 +279,29 @@ def _format(entry: Any, source: str) -> Format:
     groups = _check_regex(entry["regex"], where)
     if any(g.startswith("__") for g in groups):
         raise InputError(f"{where}: group names starting with __ are reserved")
+    known = {
+        "name",
+        "regex",
+        "literal",
+        "fields",
+        "pairs",
+        "multiline",
+        "absorb",
+        "samples",
+        "kind",
+        "needs_prefix",
+        "nested",
+        "promote",
+    }
+    unknown = sorted(set(entry) - known)
+    if unknown:
+        raise InputError(f"{where}: unknown settings {unknown}")
+    for rx in [entry.get("nested"), (entry.get("promote") or {}).get("when")]:
+        if rx:
+            _check_regex(rx, where)
+    promote = entry.get("promote")
+    if promote is not None and not (promote.get("format") and promote.get("when")):
+        raise InputError(f"{where}: promote needs a format and a when regex")
     fields_raw = entry.get("fields", {})
     fields = tuple(_field(k, v, where, groups) for k, v in fields_raw.items())
     for fs in fields:
@@ -206,6 +326,10 @@ def _format(entry: Any, source: str) -> Format:
         absorb=tuple(entry.get("absorb", ())),
         samples=tuple(entry.get("samples", ())),
         source=source,
+        kind=str(entry.get("kind") or name),
+        needs_prefix=bool(entry.get("needs_prefix", False)),
+        nested=entry.get("nested") or None,
+        promote=(promote["format"], promote["when"]) if promote else None,
     )
 
 
@@ -228,41 +352,61 @@ def builtin_texts() -> dict[str, str]:
 
 def load_catalogue(extra_formats: list[Path] | None = None) -> Catalogue:
     """Built-in formats, then the user's files. A user entry with a built-in's name
-    replaces it; new user entries are tried first, so they can claim lines."""
+    replaces it; new user entries are tried first, so they can claim lines. A user's
+    `[prefix]` replaces SGLang's. The samples of the user's files are run here: a
+    sample that does not parse as it says is a one-line error naming it."""
     prefix: Prefix | None = None
     builtin: list[Format] = []
     for name, text in builtin_texts().items():
         doc = _read_toml(text, name)
         if "prefix" in doc:
-            p = doc["prefix"]
-            _check_regex(p["regex"], name)
-            prefix = Prefix(ascii_classes(p["regex"]), dict(p["tags"]), tuple(p.get("samples", ())))
+            prefix = _prefix(doc["prefix"], name, builtin=True)
         builtin += [_format(e, name) for e in doc.get("format", [])]
     assert prefix is not None, "prefix.toml is part of the package"
 
     user: list[Format] = []
+    user_prefix: Prefix | None = None
     for path in extra_formats or []:
-        path = Path(path)
-        if not path.is_file():
-            raise InputError(f"formats file {path} not found")
-        try:
-            text = path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            raise InputError(f"cannot read formats file {path}: {exc}") from None
-        doc = _read_toml(text, str(path))
+        doc = _read_user_file(Path(path))
+        if "prefix" in doc:
+            user_prefix = _prefix(doc["prefix"], str(path), builtin=False)
         entries = doc.get("format", [])
-        if not entries:
-            raise InputError(f"{path}: no [[format]] entries")
+        if not entries and "prefix" not in doc:
+            raise InputError(f"{path}: no [[format]] entries and no [prefix]")
         user += [_format(e, str(path)) for e in entries]
+    prefix = user_prefix or prefix
 
     by_name = {f.name: f for f in user}
     formats = [f for f in user if f.name not in {b.name for b in builtin}]
     formats += [by_name.get(b.name, b) for b in builtin]
     _check_types(formats)
-    formats = [replace(f, line_regex=_line_regex(f.regex)) for f in formats]
+    _check_promotions(formats)
+    formats = [replace(f, line_regex=_line_regex(f.regex, prefix, f.needs_prefix)) for f in formats]
     for f in formats:
         _check_regex(f.line_regex, f"{f.source}: format {f.name!r}")
-    return Catalogue(prefix, formats)
+    cat = Catalogue(prefix, formats)
+    if extra_formats:
+        from kvforensics.logs.samples import check_user_samples
+
+        check_user_samples(cat, user, user_prefix)
+    return cat
+
+
+def _read_user_file(path: Path) -> dict[str, Any]:
+    if not path.is_file():
+        raise InputError(f"formats file {path} not found")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"cannot read formats file {path}: {exc}") from None
+    return _read_toml(text, str(path))
+
+
+def _check_promotions(formats: list[Format]) -> None:
+    names = {f.name for f in formats}
+    for f in formats:
+        if f.promote and f.promote[0] not in names:
+            raise InputError(f"{f.source}: format {f.name!r} promotes to unknown {f.promote[0]!r}")
 
 
 def _check_types(formats: list[Format]) -> None:

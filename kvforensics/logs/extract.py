@@ -30,6 +30,7 @@ class ChunkStats:
     unmatched: int = 0
     unmatched_samples: list[tuple[int, str]] = field(default_factory=list)
     attached: int = 0
+    prefixed: int = 0  # lines with a line prefix: the file is a scheduler log
     unreadable: int = 0
     unreadable_samples: list[tuple[int, str]] = field(default_factory=list)
 
@@ -67,13 +68,22 @@ def _convert(expr: pl.Expr, fs: FieldSpec, lenient: bool) -> pl.Expr:
 
 def _key_regex(pairs_sep: str, assign: str, key: str, numeric: bool) -> str:
     # a number is captured without its unit ("12.31 GB"): one regex pass, no second parse
-    stop = re.escape(pairs_sep[:1] or ",")
     value = (
-        r"[-+]?[0-9.]+(?:[eE][-+]?[0-9]+)?"
+        r"[-+]?(?:[0-9]+(?:\.[0-9]+)?|\.[0-9]+)(?:[eE][-+]?[0-9]+)?"
         if numeric
-        else rf"'[^']*'|\"[^\"]*\"|\[[^\]]*\]|[^{stop}]*"
+        else rf"'[^']*'|\"[^\"]*\"|\[[^\]]*\]|{_value_text(pairs_sep)}"
     )
     return rf"(?:^|{re.escape(pairs_sep)}){re.escape(key)}{re.escape(assign)}\s*({value})"
+
+
+def _value_text(sep: str) -> str:
+    """A value up to the next separator. With `, ` that is "no comma" (as it always was);
+    with `. ` (the 2024 batch line) a dot not followed by a space is part of the value
+    (`80.81%`), since the regex engine has no look-ahead."""
+    stop = re.escape(sep[:1] or ",")
+    if sep[:1] == "." and len(sep) > 1:
+        return rf"(?:[^.]|\.[^{re.escape(sep[1])}])*"
+    return rf"[^{stop}]*"
 
 
 def _json_text(expr: pl.Expr) -> pl.Expr:
@@ -90,10 +100,9 @@ def _extra(ok: pl.DataFrame, fmt: Format, src: pl.Expr) -> pl.Series:
     Known pairs are cut out first, so only the rare rows with leftovers are split."""
     p = fmt.pairs
     known = sorted({k for fs in fmt.fields for k in fs.keys}, key=len, reverse=True)
-    stop = re.escape(p.sep[:1] or ",")
     cut = (
         rf"(?:^|{re.escape(p.sep)})(?:{'|'.join(re.escape(k) for k in known)})"
-        rf"{re.escape(p.assign)}[^{stop}]*"
+        rf"{re.escape(p.assign)}{_value_text(p.sep)}"
     )
     rest = ok.select("idx", src.str.replace_all(cut, "").str.strip_chars(p.sep + " ").alias("p"))
     rest = rest.filter(pl.col("p") != "")
@@ -124,6 +133,15 @@ def _extra(ok: pl.DataFrame, fmt: Format, src: pl.Expr) -> pl.Series:
     return ok.select("idx").join(objs, on="idx", how="left")["extra"]
 
 
+def starts_message(text: pl.Series, cat: Catalogue) -> pl.Series:
+    """Lines with the prefix that start a message (not a wrapper-prefixed continuation)."""
+    out = text.str.contains(cat.prefix.regex).fill_null(False)
+    if cat.prefix.continues:
+        rest = text.str.replace(cat.prefix.regex, "")
+        out = out & ~rest.str.contains(cat.prefix.continues).fill_null(False)
+    return out
+
+
 def _fields(ok: pl.DataFrame, fmt: Format) -> pl.DataFrame:
     """Typed field columns for rows that matched `fmt` (`_g` = the line regex's groups).
 
@@ -152,7 +170,7 @@ def _fields(ok: pl.DataFrame, fmt: Format) -> pl.DataFrame:
 def _pairs_out(ok: pl.DataFrame, fast: pl.DataFrame, fmt: Format) -> pl.DataFrame:
     """Rows of a pairs format whose fields came from splitting; same columns as the regex path."""
     out = pl.concat([ok.select("idx", "text"), fast], how="horizontal")
-    return out.with_columns(pl.lit(fmt.name).alias("kind"))
+    return out.with_columns(pl.lit(fmt.kind).alias("kind"))
 
 
 def _splittable(fmt: Format) -> bool:
@@ -254,7 +272,7 @@ def _fields_regex(ok: pl.DataFrame, fmt: Format) -> pl.DataFrame:
             raw, lenient = pl.coalesce([body.str.extract(rx, 1) for rx in fs.regexes]), True
         exprs.append(_convert(raw, fs, lenient).alias(fs.name))
     keep = [c for c in ("attached",) if c in ok.columns]
-    out = ok.select("idx", "text", *keep, *exprs, pl.lit(fmt.name).alias("kind"))
+    out = ok.select("idx", "text", *keep, *exprs, pl.lit(fmt.kind).alias("kind"))
     if fmt.pairs is not None and fmt.pairs.extra:
         out = out.with_columns(_extra(ok, fmt, groups.struct.field(fmt.pairs.group)))
     return out
@@ -264,45 +282,33 @@ def _multiline(
     df: pl.DataFrame,
     heads: pl.DataFrame,
     taken: pl.Series,
-    cat: Catalogue,
+    prefixed: pl.Series,
     fmt: Format,
-    stats: ChunkStats,
-) -> tuple[pl.DataFrame, list[int]]:
+    prefix_re: re.Pattern,
+    strip_prefix: bool = False,
+) -> tuple[pl.DataFrame, list[int], list[int]]:
     """Attach to each head line the unprefixed, unmatched lines after it (and an `absorb`
-    line right after those). Returns heads with `body` (whole message) and `attached`."""
-    prefixed = df["text"].str.contains(cat.prefix.regex).fill_null(False)
+    line right after those, with its own continuation lines, even when another multi-line
+    format read it as its head). Returns heads with `body` (whole message) and `attached`,
+    the line indices used, and the absorbed heads (no longer events of their own)."""
     boundary = prefixed | taken
     group = boundary.cast(pl.Int64).cum_sum()
-    g = pl.DataFrame(
-        {
-            "idx": df["idx"],
-            "text": df["text"],
-            "group": group,
-            "boundary": boundary,
-            "prefixed": prefixed,
-        }
-    )
+    g = pl.DataFrame({"idx": df["idx"], "text": df["text"], "group": group, "prefixed": prefixed})
     head_groups = g["group"].gather(heads["idx"])
     rows = g.filter(pl.col("group").is_in(pl.concat([head_groups, head_groups + 1]).to_list()))
     by_group = {k[0]: v for k, v in rows.partition_by("group", as_dict=True).items()}
-    prefix_re = re.compile(cat.prefix.regex)
-    bodies, attached, used = [], [], []
+    bodies, attached, used, swallowed = [], [], [], []
     for gid in head_groups.to_list():
         own = by_group[gid]
         lines = own["text"].fill_null("").to_list()
+        if strip_prefix:  # continuation lines carry a wrapper's prefix: the message is after it
+            lines = lines[:1] + [prefix_re.sub("", x, count=1) for x in lines[1:]]
         used += own["idx"].to_list()[1:]
         nxt = by_group.get(gid + 1)
-        if nxt is not None and fmt.absorb:
-            head = nxt.row(0, named=True)
-            m = prefix_re.match(head["text"] or "")
-            if (
-                head["prefixed"]
-                and not taken[head["idx"]]
-                and m
-                and any(head["text"][m.end() :].startswith(a) for a in fmt.absorb)
-            ):
-                lines += nxt["text"].fill_null("").to_list()
-                used += nxt["idx"].to_list()
+        if nxt is not None and fmt.absorb and _absorbs(nxt.row(0, named=True), fmt, prefix_re):
+            lines += nxt["text"].fill_null("").to_list()
+            used += nxt["idx"].to_list()
+            swallowed.append(nxt["idx"][0])
         rest = "\n".join(lines[1:])
         if len(rest) > MAX_ATTACHED_CHARS:
             kept = rest[:MAX_ATTACHED_CHARS].rsplit("\n", 1)[0]
@@ -310,26 +316,141 @@ def _multiline(
             rest = f"{kept}\n[kvforensics: {dropped} more lines not kept]"
         bodies.append("\n".join(lines[:1] + ([rest] if rest else [])))
         attached.append(rest or None)
-    stats.attached += len(used)
     out = heads.with_columns(
         pl.Series("body", bodies, dtype=pl.String), pl.Series("attached", attached, dtype=pl.String)
     )
-    return out, used
+    return out, used, swallowed
 
 
-def _prefix_columns(events: pl.DataFrame, cat: Catalogue) -> pl.DataFrame:
+def _absorbs(head: dict, fmt: Format, prefix_re: re.Pattern) -> bool:
+    text = head["text"] or ""
+    m = prefix_re.match(text)
+    return bool(head["prefixed"] and m) and any(text[m.end() :].startswith(a) for a in fmt.absorb)
+
+
+@lru_cache(maxsize=16)
+def _compiled(regex: str) -> re.Pattern:
+    return re.compile(regex)
+
+
+def _drop_nested(
+    matched: list[tuple[Format, pl.DataFrame]], taken: pl.Series, prefixed: pl.Series
+) -> tuple[list[tuple[Format, pl.DataFrame]], pl.Series]:
+    """Heads that are copies quoted inside a multi-line message open above them (a
+    traceback's `RuntimeError: Prefill out of memory...`) stop being heads, so that the
+    message owns them and one out-of-memory stays one event."""
+    quoted: list[tuple[int, int]] = []  # (line, format position)
+    for k, (fmt, ok) in enumerate(matched):
+        if fmt.nested:
+            hit = ok.filter(pl.col("text").str.contains(fmt.nested).fill_null(False))
+            quoted += [(i, k) for i in hit["idx"].to_list() if not prefixed[i]]
+    if not quoted:
+        return matched, taken
+    multi = {i for fmt, ok in matched if fmt.multiline for i in ok["idx"].to_list()}
+    boundary = (prefixed | taken).to_list()
+    dropped: dict[int, set[int]] = {}
+    for i, k in sorted(quoted):
+        j = i - 1
+        while j >= 0 and not boundary[j]:
+            j -= 1
+        if j >= 0 and j in multi:
+            boundary[i] = False
+            multi.discard(i)
+            dropped.setdefault(k, set()).add(i)
+    if not dropped:
+        return matched, taken
+    out = []
+    for k, (fmt, ok) in enumerate(matched):
+        if k in dropped:
+            ok = ok.filter(~pl.col("idx").is_in(sorted(dropped[k])))
+        out.append((fmt, ok))
+    gone = sorted(i for d in dropped.values() for i in d)
+    return out, taken.scatter(gone, False)
+
+
+def _promote(
+    bodies: list[tuple[Format, pl.DataFrame]], swallowed: list[int], cat: Catalogue
+) -> list[tuple[Format, pl.DataFrame]]:
+    """Drop heads absorbed into another message; move events whose whole message matches
+    their format's `promote` regex to that format (a scheduler exception whose traceback
+    is an out-of-memory is that out-of-memory)."""
+    by_name = {f.name: f for f in cat.formats}
+    out: dict[str, list] = {}
+    for fmt, ok in bodies:
+        if swallowed:
+            ok = ok.filter(~pl.col("idx").is_in(swallowed))
+        if fmt.promote and ok.height and fmt.promote[0] in by_name:
+            body = pl.col("body") if "body" in ok.columns else pl.col("text")
+            up = body.str.contains(fmt.promote[1]).fill_null(False)
+            target = by_name[fmt.promote[0]]
+            moved = ok.filter(up)
+            if moved.height:
+                if "body" not in moved.columns:
+                    moved = moved.with_columns(pl.col("text").alias("body"))
+                out.setdefault(target.name, [target, []])[1].append(moved.drop("_g"))
+            ok = ok.filter(~up)
+        out.setdefault(fmt.name, [fmt, []])[1].append(ok)
+    return [
+        (fmt, pl.concat(frames, how="diagonal_relaxed") if len(frames) > 1 else frames[0])
+        for fmt, frames in out.values()
+    ]
+
+
+def _drop_cut_pair(ok: pl.DataFrame, fmt: Format, cut: int) -> pl.DataFrame:
+    """On a line cut short, the last `key: value` pair may be cut too (`token usage: 0`
+    from `0.9`): it is dropped, so that its field reads null rather than a wrong number."""
+    if fmt.pairs is None or not ok.height or cut not in set(ok["idx"].to_list()):
+        return ok
+    sep = re.escape(fmt.pairs.sep)
+    end = re.escape(fmt.pairs.sep.rstrip() or fmt.pairs.sep)
+    g = fmt.pairs.group
+    # `..., #new-token: 8192,` was cut after a separator: its last pair is whole
+    whole = pl.field(g).str.contains(rf"{end}\s*$")
+    fixed = pl.field(g).str.replace(rf"^(.*){sep}.*$", "$1")
+    fixed = (
+        pl.when(whole)
+        .then(pl.field(g))
+        .when(pl.field(g).str.contains(sep))
+        .then(fixed)
+        .otherwise(pl.lit(""))
+    )
+    return ok.with_columns(
+        pl.when(pl.col("idx") == cut)
+        .then(pl.col("_g").struct.with_fields(fixed.alias(g)))
+        .otherwise(pl.col("_g"))
+        .alias("_g")
+    )
+
+
+def prefix_columns(events: pl.DataFrame, cat: Catalogue) -> pl.DataFrame:
+    """`events` (with the line `text`) plus time, clock, time_has_ms, rank and the rank
+    tag columns read off the catalogue's prefix."""
     pre = events.select(pl.col("text").str.extract_groups(cat.prefix.regex)).to_series().struct
-    date, ms, tags = pre.field("date"), pre.field("ms"), pre.field("tags").str.strip_chars()
-    time = date.str.to_datetime("%Y-%m-%d %H:%M:%S", time_unit="ms", strict=False)
+    names = set(pre.fields)
+
+    def group(name: str) -> pl.Series:
+        return (
+            pre.field(name) if name in names else pl.Series([None] * events.height, dtype=pl.String)
+        )
+
+    stamp, ms = group("time").str.strip_chars(), group("ms")
+    tags = group("rank").str.strip_chars(" []")
+    clock_only = stamp.str.contains(r"^[0-9]{1,2}:[0-9]{2}:[0-9]{2}$").fill_null(False)
     ms_int = ms.cast(pl.Int64, strict=False).fill_null(0)
+    time = stamp.str.to_datetime(cat.prefix.time_format, time_unit="ms", strict=False)
+    time = pl.select(pl.when(~clock_only).then(time)).to_series()
+    clock = stamp.str.to_time("%H:%M:%S", strict=False)
+    clock = pl.select(pl.when(clock_only).then(clock).otherwise(time.dt.time())).to_series()
     cols = [
         (time + pl.duration(milliseconds=ms_int)).alias("time"),
-        ms.is_not_null().alias("time_has_ms"),
+        (clock.cast(pl.Int64) + ms_int * 1_000_000).cast(pl.Time).alias("clock"),
+        (ms.is_not_null() & stamp.is_not_null()).alias("time_has_ms"),
         tags.fill_null("").alias("rank"),
     ]
     # a chunk holds a handful of distinct tag strings: decode those, then map
     tag_re = {
-        col: re.compile(rf"(?:^| ){re.escape(tag)}([0-9]+)") for tag, col in cat.prefix.tags.items()
+        col: re.compile(rf"(?:^|[ ,]){re.escape(tag)}([0-9]+)")
+        for tag, col in cat.prefix.tags.items()
     }
     uniq = [u for u in tags.unique().to_list() if u]
     for col, rx in tag_re.items():
@@ -378,6 +499,59 @@ def _match(cand: pl.DataFrame, fmt: Format) -> pl.DataFrame:
     return g.filter(pl.col("_g").struct.field("__m").is_not_null())
 
 
+def _match_all(
+    df: pl.DataFrame, cat: Catalogue
+) -> tuple[list[tuple[Format, pl.DataFrame]], pl.Series]:
+    """Each line to the first format that matches it (a literal pre-filter first). Lines
+    already read leave the frame, so later formats scan only what is left."""
+    n = df.height
+    taken = (
+        pl.Series("taken", [False] * n, dtype=pl.Boolean) if n else pl.Series([], dtype=pl.Boolean)
+    )
+    rest = df.filter(pl.col("text").is_not_null())
+    matched: list[tuple[Format, pl.DataFrame]] = []
+    for fmt in cat.formats:
+        if rest.height == 0:
+            break
+        cand = (
+            rest.filter(pl.col("text").str.contains(fmt.literal, literal=True))
+            if fmt.literal
+            else rest
+        )
+        if cand.height == 0:
+            continue
+        ok = _match(cand, fmt)
+        if ok.height == 0:
+            continue
+        taken = taken.scatter(ok["idx"], True)
+        matched.append((fmt, ok))
+        rest = rest.filter(~pl.col("idx").is_in(ok["idx"].implode()))
+    return matched, taken
+
+
+def _messages(
+    df: pl.DataFrame,
+    matched: list[tuple[Format, pl.DataFrame]],
+    taken: pl.Series,
+    prefixed: pl.Series,
+    cat: Catalogue,
+) -> tuple[list[tuple[Format, pl.DataFrame]], list[int]]:
+    """Multi-line events with their lines attached, absorbed heads dropped, promotions
+    made; and the line indices the messages used."""
+    used: list[int] = []
+    swallowed: list[int] = []
+    bodies = []
+    prefix_re = _compiled(cat.prefix.regex)
+    for fmt, ok in matched:
+        if fmt.multiline:
+            strip = bool(cat.prefix.continues)
+            ok, att, sw = _multiline(df, ok, taken, prefixed, fmt, prefix_re, strip)
+            used += att
+            swallowed += sw
+        bodies.append((fmt, ok))
+    return _promote(bodies, swallowed, cat), used
+
+
 def extract_chunk(
     lines: pl.Series, first_line: int, file: str, cat: Catalogue, last_line_cut: bool = False
 ) -> tuple[pl.DataFrame, ChunkStats]:
@@ -388,42 +562,21 @@ def extract_chunk(
     # the CSV splitter gives empty lines as null; whitespace-only lines are rare
     blank = df["text"].is_null() | df["text"].str.contains(r"^[ \t\r]*$")
     stats.blank = int(blank.sum())
-    taken = (
-        pl.Series("taken", [False] * n, dtype=pl.Boolean) if n else pl.Series([], dtype=pl.Boolean)
-    )
-    masks = df.select(
-        [
-            (
-                pl.col("text").str.contains(f.literal, literal=True)
-                if f.literal
-                else pl.col("text").is_not_null()
-            )
-            .fill_null(False)
-            .alias(str(i))
-            for i, f in enumerate(cat.formats)
-        ]
-    )
-    matched: list[tuple[Format, pl.DataFrame]] = []
-    for i, fmt in enumerate(cat.formats):
-        cand = df.filter(masks[str(i)] & ~taken)
-        if cand.height == 0:
-            continue
-        ok = _match(cand, fmt)
-        if ok.height == 0:
-            continue
-        taken = taken.scatter(ok["idx"], True)
-        matched.append((fmt, ok))
-
-    used: list[int] = []
+    matched, taken = _match_all(df, cat)
+    prefixed = starts_message(df["text"], cat)
+    stats.prefixed = int(prefixed.sum())
+    matched, taken = _drop_nested(matched, taken, prefixed)
+    if last_line_cut and n:
+        matched = [(fmt, _drop_cut_pair(ok, fmt, n - 1)) for fmt, ok in matched]
+    events_by_format, used = _messages(df, matched, taken, prefixed, cat)
     parts = []
-    for fmt, ok in matched:
-        if fmt.multiline:
-            ok, att = _multiline(df, ok, taken, cat, fmt, stats)
-            used += att
-        stats.matched[fmt.name] = stats.matched.get(fmt.name, 0) + ok.height
-        parts.append(_fields(ok, fmt))
+    for fmt, ok in events_by_format:
+        if ok.height:  # counted by kind: several formats may read one kind
+            stats.matched[fmt.kind] = stats.matched.get(fmt.kind, 0) + ok.height
+            parts.append(_fields(ok, fmt))
+    stats.attached += len(set(used))
 
-    consumed = taken.scatter(used, True) if used else taken
+    consumed = taken.scatter(sorted(set(used)), True) if used else taken
     rest = df.filter(~consumed & ~blank)
     stats.unmatched = rest.height
     stats.unmatched_samples = [
@@ -435,7 +588,7 @@ def extract_chunk(
         return pl.DataFrame(schema=schema), stats
     # prefix fields before the sort, so that the line text is not carried through it
     events = pl.concat(parts, how="diagonal_relaxed")
-    events = _prefix_columns(events, cat).drop("text").sort("idx")
+    events = prefix_columns(events, cat).drop("text").sort("idx")
     events = events.with_columns(
         pl.lit(file, dtype=pl.String).alias("file"),
         (pl.col("idx").cast(pl.Int64) + first_line).alias("line"),

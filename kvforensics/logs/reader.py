@@ -80,6 +80,8 @@ class _Cutter:
 
     def __init__(self, cat: Catalogue) -> None:
         self.prefix = re.compile(cat.prefix.regex.encode(), re.MULTILINE)  # `^` at pos
+        cont = cat.prefix.continues
+        self.continues = re.compile(cont.encode()) if cont else None
         self.absorb = tuple(a.encode() for f in cat.formats if f.multiline for a in f.absorb)
 
     def cut(self, buf: bytes) -> int:
@@ -91,7 +93,11 @@ class _Cutter:
             if start == 0:
                 return 0
             m = self.prefix.match(buf, start)
-            if m and not any(buf.startswith(a, m.end()) for a in self.absorb):
+            if (
+                m
+                and not any(buf.startswith(a, m.end()) for a in self.absorb)
+                and not (self.continues and self.continues.match(buf, m.end()))
+            ):
                 return start
             e = i
         return 0
@@ -214,6 +220,7 @@ def _collect(
     summary.unmatched += st.unmatched
     summary.attached_lines += st.attached
     summary.blank_lines += st.blank
+    summary.prefixed_lines += st.prefixed
     room = UNMATCHED_SAMPLES - len(summary.unmatched_samples)
     summary.unmatched_samples += [(fs.path, n, t) for n, t in st.unmatched_samples[: max(room, 0)]]
     summary.unreadable += st.unreadable
@@ -223,6 +230,9 @@ def _collect(
     ]
     if events.height:
         fs.ranks.update(r for r in events["rank"].unique().to_list() if r)
+        # a prefix was read (a rank or a time of day) but no date
+        undated = events["time"].is_null() & (events["clock"].is_not_null() | (events["rank"] != ""))
+        summary.undated_events += int(undated.sum())
     return events
 
 

@@ -32,8 +32,13 @@ COUNTS = (
     "oom_available_size",
     "oom_evictable_size",
     "oom_swa_available",
+    "oom_swa_available_size",
+    "oom_swa_evictable_size",
     "oom_mamba_available",
+    "oom_mamba_available_size",
+    "oom_mamba_evictable_size",
     "oom_lru_evictable",
+    "retracted_reqs",
 )
 #: sizes that divide: a zero would be a division by zero downstream
 POSITIVE = ("block_size",)

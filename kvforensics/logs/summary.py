@@ -25,6 +25,8 @@ class ParseSummary:
     attached_lines: int = 0  # continuation lines owned by multi-line events
     blank_lines: int = 0
     gaps: list[str] = field(default_factory=list)
+    prefixed_lines: int = 0  # lines with a line prefix, matched or not
+    undated_events: int = 0  # events whose prefix gives no date (time of day only, or none)
     #: lines that matched a format but hold numbers a log cannot mean (logs/sanity.py)
     unreadable: int = 0
     unreadable_samples: list[tuple[str, int, str]] = field(default_factory=list)
@@ -47,6 +49,11 @@ class ParseSummary:
         return self.matched.get("decode_batch", 0) > 0
 
     @property
+    def scheduler_log(self) -> bool:
+        """Anything read as a scheduler's: an event, or at least a line with its prefix."""
+        return self.events > 0 or self.prefixed_lines > 0
+
+    @property
     def cut_lines(self) -> list[str]:
         return [f.path for f in self.files if f.cut_last_line]
 
@@ -61,6 +68,8 @@ class ParseSummary:
             "attached_lines": self.attached_lines,
             "blank_lines": self.blank_lines,
             "decode_node": self.decode_node,
+            "prefixed_lines": self.prefixed_lines,
+            "undated_events": self.undated_events,
             "gaps": list(self.gaps),
             "unreadable": self.unreadable,
             "unreadable_samples": [list(s) for s in self.unreadable_samples],

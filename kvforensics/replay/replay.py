@@ -12,10 +12,11 @@ import polars as pl
 from kvforensics.causes import Cause, Mechanism, classify, find_causes
 from kvforensics.causes.pools import readings
 from kvforensics.errors import InputError
-from kvforensics.logs import read_events
+from kvforensics.logs import ParseSummary, iter_events, load_catalogue
 from kvforensics.model import PrefillNode, RunResult, Timing
 from kvforensics.replay.fidelity import check_fidelity
 from kvforensics.replay.state import node_at
+from kvforensics.replay.stock import StockAnalysis, analyse_stock, fork_lines
 from kvforensics.replay.transfers import estimate_latency, frees_and_finishes
 from kvforensics.replay.verdict import first_token_delays
 from kvforensics.rounds import Rebuild, cross_check, read_config, rebuild_rounds
@@ -126,19 +127,26 @@ def replay_logs(
     rank: str | None = None,
     progress: bool = False,
     formats: list[Path] | None = None,
-) -> ReplayResult:
-    events, summary = read_events(
-        [Path(p) for p in paths], extra_formats=formats, progress=progress
-    )
+    stock: bool = False,
+) -> ReplayResult | StockAnalysis:
+    """Logs -> replay. With `stock`, a log without adder lines gives the analysis of what
+    it can tell (`StockAnalysis`) instead of an error."""
+    cat = load_catalogue(formats)
+    summary = ParseSummary()
+    frames = list(iter_events([Path(p) for p in paths], summary, progress=progress, catalogue=cat))
+    events = pl.concat(frames, how="vertical") if frames else pl.DataFrame(schema=cat.schema())
     if events.height == 0 or not events.filter(pl.col("kind") == "adder_check").height:
+        if stock and not fork_lines(events, cat):  # a release's log: what it can tell
+            return analyse_stock(events, summary, cat, overrides)
         if summary.decode_node:
             raise InputError(
                 "these are a decode (or colocated) node's logs (Decode batch lines): "
                 "kvforensics replays prefill nodes"
             )
+        hint = "" if fork_lines(events, cat) else "; `kvforensics replay` tells what this log shows"
         raise InputError(
             "no PrefillAdder lines in these logs, nothing to replay: give the deciding rank's "
-            "(PP0) log of a build that prints them (upstream SGLang releases do not)"
+            f"(PP0) log of a build that prints them (upstream SGLang releases do not){hint}"
         )
     cfg, conf = read_config(events, overrides or {}, summary.unreadable_samples)
     rb = rebuild_rounds(events, cfg, conf, rank=rank)

@@ -169,7 +169,7 @@ def scan(
 def write_parquet(fleet: Fleet, out: Path, inputs: list[str]) -> list[Path]:
     """``out``: the nodes table; beside it ``<stem>.gap_admissions.parquet``. Each file is
     written to a temporary name in its folder and renamed (never half a file)."""
-    gaps = out.with_name(f"{out.stem}.gap_admissions{out.suffix or '.parquet'}")
+    gaps = gap_table_beside(out)
     given = [Path(p) for p in inputs_of(fleet, inputs)]
     for target in (out, gaps):
         check_not_input(target, given)
@@ -177,6 +177,11 @@ def write_parquet(fleet: Fleet, out: Path, inputs: list[str]) -> list[Path]:
     atomic_write(out, nodes.write_parquet)
     atomic_write(gaps, fleet.gaps_frame().write_parquet)
     return [out, gaps]
+
+
+def gap_table_beside(out: Path) -> Path:
+    """``fleet.parquet`` -> ``fleet.gap_admissions.parquet``."""
+    return out.with_name(f"{out.stem}.gap_admissions{out.suffix or '.parquet'}")
 
 
 def inputs_of(fleet: Fleet, given: list[str]) -> list[str]:

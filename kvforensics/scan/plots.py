@@ -112,6 +112,8 @@ def plot_margins(fleet: Fleet, path: Path) -> Path:
             where="mid",
             label=names[n.node],
             linewidth=1,
+            marker="o" if len(ms) < 20 else None,  # a short log is a few points
+            markersize=3,
         )
     lines.axhline(0, color="black", linewidth=0.8)
     lines.yaxis.set_major_formatter(TOKENS)

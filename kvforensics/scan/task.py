@@ -11,9 +11,10 @@ from pathlib import Path
 
 from kvforensics.errors import KvfError
 from kvforensics.logs.source import check_readable
+from kvforensics.model import POLICIES
 from kvforensics.scan.discover import is_url
 from kvforensics.scan.records import NodeScan, NodeSpec
-from kvforensics.scan.whole_log import whole_log
+from kvforensics.scan.whole_log import FIXES, whole_log
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,9 +74,12 @@ def _copy(url: str, folder: Path) -> Path:
 def _scan(spec: NodeSpec, opts: ScanOptions, local: list[Path], unreadable) -> NodeScan:
     from kvforensics.replay import replay_logs
 
+    # the fixes whose refusals are counted run forward too: their delays at the start
+    # round then come from the replay's own runs, with its transfer model
+    policies = list(dict.fromkeys([*opts.policies, *(p for p in FIXES if p in POLICIES)]))
     rr = replay_logs(
         local,
-        list(opts.policies),
+        policies,
         overrides=dict(opts.overrides),
         transfer_seconds=opts.transfer_seconds,
         rank=opts.rank,
@@ -108,16 +112,4 @@ def _ooms(rr) -> tuple[dict, ...]:
 
 def held_causes(rr) -> list[dict]:
     """The cause catalogue's held findings (``id``, ``summary``, ``round``)."""
-    causes = getattr(rr, "causes", None)
-    if causes is not None:
-        return [{"id": c.id, "summary": c.summary, "round": c.round} for c in causes if c.held]
-    from kvforensics.replay.verdict import root_cause
-
-    rc = root_cause(rr)
-    if rc is None or not rc.get("intruder_rid"):
-        return []
-    summary = (
-        f"{rc['intruder_rid']} came through the {rc['leftover_chunk_budget']}-token gap after "
-        f"{rc['victim_rid']}'s truncation and took its unreserved tail's slots"
-    )
-    return [{"id": "unreserved_tail", "summary": summary, "round": rc["round"]}]
+    return [{"id": c.id, "summary": c.summary, "round": c.round} for c in rr.causes if c.held]

@@ -169,8 +169,8 @@ def _runs(rr, rnd: Round, policy: str, notes: list[str]):
         return rr.results["prefix"], rr.results[policy]
     per_round = round_seconds(rr.rebuild)
     notes.append(
-        "first-token delays away from the replay's start round: prefix and the fix run "
-        f"forward from that round's rebuilt state, a round lasting {per_round:.2f} s "
+        f"first-token delays under {policy} outside the replay's own runs: prefix and "
+        f"{policy} run forward from that round's rebuilt state, a round lasting {per_round:.2f} s "
         "(derived: the log's span over its rounds), finished requests' memory free at once, "
         "the memory held outside the round's queue held throughout (assumed)"
     )

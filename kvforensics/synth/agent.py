@@ -53,15 +53,17 @@ def agent_arrivals(seed: int, requests: int, page: int = 64) -> list[dict]:
     return out
 
 
-def agent_capture(seed: int = 7, requests: int = 400) -> Capture:
+def agent_capture(seed: int = 7, requests: int = 400, **config: int) -> Capture:
+    """The node's run under ``prefix``; ``config`` overrides sizes (page, align, chunk...)."""
+    conf = {**CONFIG, **config}
     sc = parse_scenario(
         {
             "name": f"agent-{seed}",
-            "config": dict(CONFIG),
-            "pool": {"free": CONFIG["pool_size"], "evictable": 0},
+            "config": conf,
+            "pool": {"free": conf["pool_size"], "evictable": 0},
             "timing": dict(TIMING),
             "waiting": [],
-            "arrivals": agent_arrivals(seed, requests),
+            "arrivals": agent_arrivals(seed, requests, conf["page_size"]),
         },
         name=f"agent-{seed}",
     )
@@ -71,9 +73,9 @@ def agent_capture(seed: int = 7, requests: int = 400) -> Capture:
     return cap
 
 
-def write_agent_node(out: Path, seed: int = 7, requests: int = 400) -> list[Path]:
+def write_agent_node(out: Path, seed: int = 7, requests: int = 400, **config: int) -> list[Path]:
     """PP0's and PP3's logs of one healthy agent-traffic node under ``out``."""
-    cap, clock = agent_capture(seed, requests), Clock.at(START)
+    cap, clock = agent_capture(seed, requests, **config), Clock.at(START)
     paths = [out / "pp0.log", out / "pp3.log"]
     write_log(paths[0], [*startup_lines(cap.cfg, "PP0"), *pp0_lines(cap, clock)])
     write_log(paths[1], [*startup_lines(cap.cfg, "PP3"), *pp3_lines(cap, clock)])

@@ -2,7 +2,9 @@
 
 * ``incident``: the 2026-11-02 round R..R+3 (PP0, PP1, PP3), out of memory through the gap;
 * ``agent``: healthy agent-like traffic with many admissions through gaps, no out of memory;
-* ``clean``: healthy conversation traffic (the Mooncake trace).
+* ``clean``: healthy conversation traffic (the Mooncake trace);
+* ``external``: out of memory with no gap, after slots were taken outside the adder
+  (``synth.incidents.external_allocation``).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from kvforensics.scenario.loader import load_scenario
 from kvforensics.synth.agent import write_agent_node
 from kvforensics.synth.capture import capture_run
 from kvforensics.synth.clock import Clock
+from kvforensics.synth.incidents import external_allocation
 from kvforensics.synth.ranks import pp0_lines, pp1_lines, pp3_lines
 from kvforensics.synth.sink import write_log
 from kvforensics.synth.startup import startup_lines
@@ -49,4 +52,5 @@ def write_fleet(out: Path) -> dict[str, list[Path]]:
         "incident": write_incident_node(out / "incident"),
         "agent": write_agent_node(out / "agent"),
         "clean": [clean],
+        "external": external_allocation().write(out / "external"),
     }

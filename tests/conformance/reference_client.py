@@ -18,6 +18,7 @@ from . import releases
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
 REF_SCRIPT = HERE / "sglang_ref.py"
+MULTI_SCRIPT = HERE / "sglang_multi.py"  # the multi-round reference (0.5.23 only)
 RECORD_FIELDS = (
     "call",
     "rid",
@@ -47,7 +48,9 @@ class ReferenceUnavailable(RuntimeError):
 
 
 class SglangReference:
-    def __init__(self, python: Path | None = None, release: str = releases.DEFAULT):
+    def __init__(
+        self, python: Path | None = None, release: str = releases.DEFAULT, script: Path = REF_SCRIPT
+    ):
         #: the reference's own time for the last round (no pipe, no JSON)
         self.last_seconds = 0.0
         self.release = release
@@ -57,7 +60,7 @@ class SglangReference:
                 f"{py} not found: build it with `bash scripts/conformance_env.sh`"
             )
         self._proc = subprocess.Popen(
-            [str(py), "-W", "ignore", str(REF_SCRIPT), "--serve"],
+            [str(py), "-W", "ignore", str(script), "--serve"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
@@ -77,6 +80,8 @@ class SglangReference:
         if "error" in reply:
             raise ValueError(reply["error"])
         self.last_seconds = reply.get("seconds", 0.0)
+        #: what the reference's SGLang code printed during the last call (multi-round)
+        self.last_printed = reply.get("printed", [])
         return reply["records"]
 
     def close(self) -> None:

@@ -51,7 +51,10 @@ free and evictable after allocation, the tokens evicted, the ``Prefill batch`` n
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
+import logging
 import sys
 import time
 import types
@@ -73,6 +76,7 @@ _OVERRIDE = get_context().override_server_args(
 )
 _OVERRIDE.install()
 
+import sglang.srt.managers.scheduler as _scheduler_module  # noqa: E402
 import sglang_ref  # noqa: E402  (the single-round driver's record shape)
 from sglang.srt.managers.schedule_batch import ScheduleBatch  # noqa: E402
 from sglang.srt.managers.schedule_policy import SchedulePolicy  # noqa: E402
@@ -203,11 +207,14 @@ class _Node:
         for end, slots in [o for o in self.outside if o[0] <= now]:
             self.alloc.free(slots)
             self.outside.remove((end, slots))
+        self.during = []
         for o in self.spec.get("outside", ()):
-            if o["round"] == now:
-                slots = self.alloc.alloc(o["tokens"])
-                if slots is not None:
-                    self.outside.append((now + o.get("rounds", 1), slots))
+            if o["round"] != now:
+                continue
+            if o.get("during"):
+                self.during.append(o)
+            else:
+                self._take_outside(o, now)
         block, max_new = self.spec["block_size"], self.spec["max_new_tokens"]
         for r in self.spec["requests"]:
             if r["arrive"] == now:
@@ -217,18 +224,34 @@ class _Node:
                           sampling_params=SamplingParams(max_new_tokens=max_new))  # fmt: skip
                 self.sched.waiting_queue.append(req)
 
+    def _take_outside(self, o: dict, now: int) -> None:
+        # Free slots only (allocator.alloc does not evict), or nothing.
+        slots = self.alloc.alloc(o["tokens"])
+        if slots is not None:
+            self.outside.append((now + o.get("rounds", 1), slots))
+
+    def take_during(self, now: int) -> None:
+        """Outside allocations that land after the adder's decisions, before the batch
+        allocates (``_Batch.prepare_for_extend``)."""
+        for o in self.during:
+            self._take_outside(o, now)
+        self.during = []
+
     def round(self, now: int) -> dict:
         self._between_rounds(now)
         s = self.sched
         s.adder_records.clear()
         self.evicted = 0
         t0 = time.perf_counter()
+        _Batch.node, _Batch.now = self, now
         try:
             batch, self.running = s._get_new_batch_prefill_raw(None, self.running)
         except RuntimeError as exc:
             if "out of memory" not in str(exc).lower():
                 raise
             return self._record(now, None, t0, oom=str(exc))
+        if self.during:  # no batch: the outside user still takes them
+            self.take_during(now)
         rec = self._record(now, batch, t0)  # free and evictable right after allocation
         if batch is not None:
             self._after_forward(now, batch)
@@ -263,6 +286,23 @@ class _Node:
         }
 
 
+class _Batch(ScheduleBatch):
+    """The real batch; ``prepare_for_extend`` first lets the round's ``during`` outside
+    allocations land (the only change: a hook point, as the cause catalogue's outside
+    user takes memory between admission and allocation)."""
+
+    node: _Node | None = None
+    now = 0
+
+    def prepare_for_extend(self):
+        if self.node is not None:
+            self.node.take_during(self.now)
+        return super().prepare_for_extend()
+
+
+_scheduler_module.ScheduleBatch = _Batch  # what _get_new_batch_prefill_raw builds
+
+
 def run_multi(spec: dict) -> list[dict]:
     """Rounds of one run, until ``rounds`` or an out-of-memory."""
     node = _Node(spec)
@@ -275,19 +315,42 @@ def run_multi(spec: dict) -> list[dict]:
     return out
 
 
+class _Lines(logging.Handler):
+    """What SGLang's loggers print during a run, kept as the lines it wrote."""
+
+    def __init__(self):
+        super().__init__()
+        self.lines: list[str] = []
+
+    def emit(self, record):
+        self.lines.append(record.getMessage())
+
+
+def _serve_one(line: str, out) -> None:
+    lines = _Lines()
+    root = logging.getLogger()
+    root.addHandler(lines)
+    printed = io.StringIO()
+    try:
+        t0 = time.perf_counter()
+        with contextlib.redirect_stdout(printed):  # the reply pipe is ours alone
+            rounds = run_multi(json.loads(line))
+        reply = {"records": rounds, "seconds": time.perf_counter() - t0}
+    except Exception as exc:
+        reply = {"error": f"{type(exc).__name__}: {exc}"}
+    finally:
+        root.removeHandler(lines)
+    reply["printed"] = printed.getvalue().splitlines() + lines.lines
+    out.write(json.dumps(reply) + "\n")
+    out.flush()
+
+
 def main(argv: list[str]) -> int:
     if "--serve" in argv:
+        out = sys.stdout
         for line in sys.stdin:
-            if not line.strip():
-                continue
-            try:
-                t0 = time.perf_counter()
-                rounds = run_multi(json.loads(line))
-                reply = {"records": rounds, "seconds": time.perf_counter() - t0}
-            except Exception as exc:
-                reply = {"error": f"{type(exc).__name__}: {exc}"}
-            sys.stdout.write(json.dumps(reply) + "\n")
-            sys.stdout.flush()
+            if line.strip():
+                _serve_one(line, out)
         return 0
     print(json.dumps(run_multi(json.load(sys.stdin)), indent=1))
     return 0

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import gzip
-import json
 import shutil
 from datetime import datetime
 
@@ -116,9 +115,9 @@ def test_oom_typo_and_hybrid_variants(samples):
         b["oom_swa_available"],
         b["oom_lru_evictable"],
     ) == (4096, 3000, 1000, 2000, 700, 2000)
-    # an unknown pair of the 2024 batch line is kept
+    # the 2024 batch line's `cache hit rate` is typed (percent as printed)
     (batch,) = [r for r in _by_kind(df, "prefill_batch") if r["time"].year == 2024]
-    assert json.loads(batch["extra"]) == {"cache hit rate": "0.00%"}
+    assert batch["cache_hit_pct"] == 0.0 and batch["extra"] is None
     assert batch["queue_req"] == 3
 
 

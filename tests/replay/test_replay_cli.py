@@ -191,8 +191,6 @@ def test_exec_from_logs_confirms_the_oom_and_the_fix():
 @pytest.mark.parametrize(
     ("path", "says"),
     [
-        (FIXTURES / "logs" / "samples" / "decode-node.log", "decode"),
-        (FIXTURES / "logs" / "samples" / "era-2025-06-pd.log", "no PrefillAdder lines"),
         (FIXTURES / "no-such.log", "no such file"),
         (FIXTURES / "logs", "directory"),
     ],

@@ -30,8 +30,8 @@ def test_scan_table_json_and_parquet(fleet_dir, tmp_path):
     text = words(r.stdout)
     assert "as-1keim4u1e8" in text and "unreserved_tail" in text
     assert f"unreadable: {tmp_path / 'missing.log'}: no such file or directory" in text
-    assert "3 of 3 node(s) scanned" in text
-    assert pl.read_parquet(out).height == 3
+    assert "4 of 4 node(s) scanned" in text
+    assert pl.read_parquet(out).height == 4
     assert pl.read_parquet(tmp_path / "fleet.gap_admissions.parquet").height > 10
     j = cli("scan", fleet_dir / "incident", "--format", "json", "--jobs", "1")
     d = json.loads(j.stdout)
@@ -46,11 +46,8 @@ def test_scan_names_nodes_below_the_fleet_directory_at_any_width(fleet_dir):
         lines = r.stdout.splitlines()
         assert lines[0].strip() == f"Fleet scan of {fleet_dir}"
         starts = [line.split("│")[1].strip() for line in lines if line.startswith("│ ")]
-        assert [s for s in starts if s in ("agent", "clean", "incident")] == [
-            "agent",
-            "clean",
-            "incident",
-        ]
+        names = ("agent", "clean", "external", "incident")
+        assert [s for s in starts if s in names] == list(names)
         assert all(len(line) <= columns for line in lines)
 
 
@@ -60,6 +57,10 @@ def test_scan_of_nothing_and_writing_over_an_input_are_one_line_errors(fleet_dir
     assert r.stderr.strip().splitlines() == [
         f"error: no log file to scan: {tmp_path / 'nothing-here'}: no such file or directory"
     ]
+    (tmp_path / "x").mkdir()
+    (tmp_path / "x" / "decode.log").write_text("hello\n")
+    r = cli("scan", tmp_path / "x", "--jobs", "1")
+    assert r.returncode == 2 and "not scanned" in r.stdout
     log = fleet_dir / "clean" / "pp0.log"
     before = log.read_bytes()
     r = cli("scan", log, "--jobs", "1", "-o", log)

@@ -118,3 +118,14 @@ def test_a_node_that_is_not_a_prefill_log_fails_alone(tmp_path):
     assert bad.error.startswith("no PrefillAdder lines") and bad.whole_log is None
     assert good.error is None
     assert fleet.totals()["failed"] == 1
+
+
+def test_a_cut_gzip_is_read_as_far_as_it_goes(fleet_dir, tmp_path):
+    d = tmp_path / "cut"
+    shutil.copytree(fleet_dir / "incident", d)
+    whole = (d / "pp1.log.gz").read_bytes()
+    (d / "pp1.log.gz").write_bytes(whole[: len(whole) // 2])
+    (n,) = scan([str(d)], ScanOptions(), jobs=1).nodes
+    assert n.error is None and n.unreadable == ()
+    assert any("gzip stream ends early" in note for note in n.as_dict()["notes"])
+    assert n.ooms[0]["rid"] == "as-1keim4u1e8"

@@ -6,6 +6,7 @@ import pytest
 
 from kvforensics.scan import ScanOptions, scan, write_parquet
 from kvforensics.synth.agent import agent_capture
+from kvforensics.synth.incidents import external_allocation
 
 B, C = "as-1keim4u1e8", "as-xpkq7d03n5"
 
@@ -42,16 +43,9 @@ def truth_gaps(cap) -> list[tuple]:
     return out
 
 
-def test_one_node_per_directory(fleet, fleet_dir):
-    assert [n.node for n in fleet.nodes] == [
-        str(fleet_dir / d) for d in ("agent", "clean", "incident")
-    ]
-    assert len(node(fleet, "incident").files) == 3
-    assert all(n.error is None for n in fleet.nodes)
-
-
-def test_every_gap_admission_of_the_agent_node_is_found(fleet):
-    got = [
+def found(gaps) -> list[tuple]:
+    """The scan's gap admissions in the form of ``truth_gaps``."""
+    return [
         (
             g.round,
             g.victim_rid,
@@ -60,8 +54,20 @@ def test_every_gap_admission_of_the_agent_node_is_found(fleet):
             g.intruder_compute,
             g.intruder_load_back,
         )
-        for g in node(fleet, "agent").whole_log.gap_admissions
+        for g in gaps
     ]
+
+
+def test_one_node_per_directory(fleet, fleet_dir):
+    assert [n.node for n in fleet.nodes] == [
+        str(fleet_dir / d) for d in ("agent", "clean", "external", "incident")
+    ]
+    assert len(node(fleet, "incident").files) == 3
+    assert all(n.error is None for n in fleet.nodes)
+
+
+def test_every_gap_admission_of_the_agent_node_is_found(fleet):
+    got = found(node(fleet, "agent").whole_log.gap_admissions)
     want = truth_gaps(agent_capture())
     assert len(want) > 10
     assert got == want
@@ -89,6 +95,23 @@ def test_the_incident_node_lists_its_oom_and_cause(fleet):
     assert (refused.rid, refused.round, refused.delay_s) == (C, 0, 4.0)
 
 
+def test_an_oom_of_another_cause_lists_its_causes_and_no_gap(fleet):
+    inc = external_allocation()
+    want = inc.run().oom
+    ext = node(fleet, "external")
+    (oom,) = ext.ooms
+    assert (oom["round"], oom["rid"], oom["tokens"], oom["available"], oom["reproduced"]) == (
+        want.round,
+        inc.victim,
+        want.tokens,
+        want.available,
+        True,
+    )
+    assert {c["id"] for c in oom["causes"]} == set(inc.holds)
+    assert ext.whole_log.gap_admissions == ()
+    assert ext.whole_log.tightest().margin < 0
+
+
 def test_a_node_without_gaps_lists_none(fleet):
     clean = node(fleet, "clean")
     assert clean.whole_log.gap_admissions == ()
@@ -103,7 +126,7 @@ def test_totals_and_json_shape(fleet):
     t = d["totals"]
     agent = len(node(fleet, "agent").whole_log.gap_admissions)
     assert t["gap_admissions"] == agent + 1
-    assert (t["nodes"], t["nodes_with_oom"], t["nodes_with_gap_admissions"]) == (3, 1, 2)
+    assert (t["nodes"], t["nodes_with_oom"], t["nodes_with_gap_admissions"]) == (4, 2, 2)
     assert t["refused"]["fixed"] == 1
     first = d["nodes"][0]
     for key in (

@@ -1,0 +1,88 @@
+"""Batch-level rounds: without adder lines, each `Prefill batch` line of one scheduler is
+one round, as much as the line says (sizes, usage, queue), nothing per request."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import polars as pl
+
+from kvforensics.rounds.provenance import OBSERVED, where
+
+LEVEL = "batch"
+#: what a batch line gives of its round, in this order
+FIELDS = (
+    "new_seq",
+    "new_token",
+    "cached_token",
+    "token_usage",
+    "swa_token_usage",
+    "mamba_usage",
+    "running_req",
+    "queue_req",
+    "transferring_req",
+    "inflight_req",
+)
+
+
+@dataclass(frozen=True)
+class BatchRound:
+    index: int
+    time: str | None
+    rank: str
+    where: str
+    values: dict
+
+    def as_dict(self) -> dict:
+        return {
+            "round": self.index,
+            "level": LEVEL,
+            "provenance": OBSERVED,
+            "time": self.time,
+            "rank": self.rank,
+            "where": self.where,
+            **self.values,
+        }
+
+
+@dataclass(frozen=True)
+class BatchRounds:
+    rank: str
+    other_ranks: list[str]
+    rounds: list[BatchRound]
+
+    def as_dict(self) -> dict:
+        return {
+            "mode": "stock",
+            "level": LEVEL,
+            "rank": self.rank,
+            "other_ranks": self.other_ranks,
+            "rounds": [r.as_dict() for r in self.rounds],
+            "note": "one round per Prefill batch line of one scheduler; the pieces of each "
+            "request are not in such a log (they need PrefillAdder lines)",
+        }
+
+
+def _time(ev: dict) -> str | None:
+    if ev.get("time") is not None:
+        return ev["time"].isoformat(sep=" ")
+    return ev["clock"].isoformat() if ev.get("clock") is not None else None
+
+
+def batch_rounds(events: pl.DataFrame, rank: str | None = None) -> BatchRounds:
+    """Rounds of `rank` (default: the rank with the most batch lines, first seen on a tie).
+    Ranks of one TP group print the same batch; DP ranks schedule their own."""
+    lines = events.filter(pl.col("kind") == "prefill_batch")
+    counts = lines.group_by("rank", maintain_order=True).len()
+    ranks = counts["rank"].to_list()
+    if rank is None:
+        rank = counts.sort("len", descending=True, maintain_order=True)["rank"][0] if ranks else ""
+    own = lines.filter(pl.col("rank") == rank)
+    cols = [c for c in FIELDS if c in own.columns]
+    rounds = [
+        BatchRound(
+            i, _time(ev), ev["rank"], where(ev), {c: ev[c] for c in cols if ev[c] is not None}
+        )
+        for i, ev in enumerate(own.iter_rows(named=True))
+    ]
+    return BatchRounds(rank, [r for r in ranks if r != rank], rounds)
