@@ -36,7 +36,11 @@ from hypothesis import HealthCheck, Phase, given, seed, settings  # noqa: E402
 
 from tests.conformance import releases  # noqa: E402
 from tests.conformance.multi_round import compare_run, run_specs  # noqa: E402
-from tests.conformance.reference_client import MULTI_SCRIPT, SglangReference  # noqa: E402
+from tests.conformance.reference_client import (  # noqa: E402
+    MULTI_SCRIPT,
+    ReferenceUnavailable,
+    SglangReference,
+)
 from tests.conformance.rounds import compare_round, round_specs  # noqa: E402
 
 
@@ -147,6 +151,8 @@ def run_multi(runs: int, seed_value: int, show: int, exact: bool) -> dict:
 def _kind(diff: str) -> str:
     """'round 3: free: reference 1 vs model 2' -> 'free' (the first differing field)."""
     parts = diff.split(": ")
+    if parts[0] == "rounds":  # one side stopped at an out-of-memory, the other did not
+        return "the number of rounds"
     field = parts[2] if parts[1].startswith("record") else parts[1]
     return field.split(" ")[0]
 
@@ -203,11 +209,18 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--multi-round", action="store_true", help="whole runs, round by round")
     ap.add_argument("--runs", type=int, default=200, help="multi-round runs")
-    ap.add_argument("--exact-domain", action="store_true")
-    ap.add_argument("--shrink", action="store_true")
+    ap.add_argument("--exact-domain", action="store_true",
+                    help="only runs where the model is exact today (no shared prefix, no eviction)")
+    ap.add_argument("--shrink", action="store_true", help="print the smallest differing run")
     args = ap.parse_args(argv)
-    if args.multi_round:
-        return multi_main(args)
+    try:
+        return multi_main(args) if args.multi_round else single_main(args)
+    except (ValueError, ReferenceUnavailable) as exc:
+        print(f"conformance: {exc}", file=sys.stderr)
+        return 2
+
+
+def single_main(args) -> int:
     todo = releases.selected() if args.release == "all" else [args.release]
     results, differing = {}, 0
     for release in todo:

@@ -127,7 +127,7 @@ def _node_row(n: NodeScan) -> dict:
         "oom_rid": oom.get("rid"),
         "oom_reproduced": oom.get("reproduced"),
         "oom_causes": [c["id"] for c in oom.get("causes", [])],
-        "gap_admissions": len(d["gap_admissions"]),
+        "gap_admissions": len(d["gap_admissions"]) if n.whole_log else None,
         "tightest_margin": tight.get("margin"),
         "tightest_margin_round": tight.get("round"),
         "fidelity_rounds": n.fidelity_rounds,

@@ -63,15 +63,16 @@ def _row(d: dict) -> str:
     if d["error"]:
         return f"| `{d['node']}` | - | not scanned: {d['error']} | - | - | - | - | - |"
     ooms = "; ".join(
-        f"round {o['round']} {o['rid']}"
+        (f"round {o['round']} {o['rid']}" if o["rid"] else f"{o['tokens']} tokens")
         + (f" ({', '.join(c['id'] for c in o['causes'])})" if o["causes"] else "")
-        + ("" if o["reproduced"] else ", not reproduced")
+        + (", not reproduced" if o["reproduced"] is False else "")
         for o in d["ooms"]
     )
     tight = d["tightest_margin"]
     fixed = d["refused"].get("fixed", {"requests": "-"})
     return (
-        f"| `{d['node']}` | {d['rounds']} | {ooms or 'none'} | {len(d['gap_admissions'])} | "
+        f"| `{d['node']}` | {d['rounds']} | {ooms or 'none'} | "
+        f"{len(d['gap_admissions']) if d['logged_rounds'] else '-'} | "
         f"{tight['margin'] if tight else '-'}"
         f"{' (round ' + str(tight['round']) + ')' if tight else ''} | {fixed['requests']} | "
         f"{d['fidelity']['mismatches']} | {d['contradictions']} |"
@@ -83,10 +84,8 @@ def _node_section(d: dict) -> list[str]:
         return []
     lines = [f"## `{d['node']}`", ""]
     for o in d["ooms"]:
-        lines.append(
-            f"Out of memory in round {o['round']}: {o['rid']}, {o['tokens']} tokens, "
-            f"{o['available']} available."
-        )
+        where = f"in round {o['round']}: {o['rid']}, " if o["rid"] else f"at {o.get('where')}: "
+        lines.append(f"Out of memory {where}{o['tokens']} tokens, {o['available']} available.")
         lines += [f"* {c['id']}: {c['summary']}" for c in o["causes"]]
         lines.append("")
     gaps = d["gap_admissions"]

@@ -12,6 +12,7 @@ from pathlib import Path
 from kvforensics.errors import KvfError
 from kvforensics.logs.source import check_readable
 from kvforensics.model import POLICIES
+from kvforensics.replay.stock import StockAnalysis
 from kvforensics.scan.discover import is_url
 from kvforensics.scan.records import NodeScan, NodeSpec
 from kvforensics.scan.whole_log import FIXES, whole_log
@@ -84,7 +85,10 @@ def _scan(spec: NodeSpec, opts: ScanOptions, local: list[Path], unreadable) -> N
         transfer_seconds=opts.transfer_seconds,
         rank=opts.rank,
         formats=[Path(f) for f in opts.formats] or None,
+        stock=True,
     )
+    if isinstance(rr, StockAnalysis):
+        return _stock(spec, rr, unreadable)
     rb = rr.rebuild
     return NodeScan(
         node=spec.node,
@@ -100,6 +104,39 @@ def _scan(spec: NodeSpec, opts: ScanOptions, local: list[Path], unreadable) -> N
         contradictions=len(rb.contradictions),
         exit_code=rr.exit_code(),
         notes=tuple(rr.summary.gaps),
+    )
+
+
+def _stock(spec: NodeSpec, a: StockAnalysis, unreadable) -> NodeScan:
+    """A release's log (no adder lines): its out-of-memory events and their pool
+    arithmetic; no round can be re-run, so there are no whole-log findings."""
+    ooms = tuple(
+        {
+            "round": None,
+            "rid": None,
+            "tokens": o.tokens,
+            "available": o.as_dict()["available"],
+            "reproduced": None,
+            "causes": [
+                {"id": str(o.arithmetic.mechanism), "summary": o.arithmetic.reason, "round": None}
+            ],
+            "where": o.where,
+        }
+        for o in a.ooms
+    )
+    return NodeScan(
+        node=spec.node,
+        files=spec.files,
+        unreadable=unreadable,
+        bytes_read=sum(f.bytes_on_disk for f in a.summary.files),
+        ooms=ooms,
+        contradictions=len(a.contradictions),
+        exit_code=a.exit_code(),
+        notes=(
+            f"a {a.node.kind} node's release log (no adder lines): out-of-memory events and "
+            "their pool arithmetic only; gap admissions and margins need the adder lines",
+            *a.summary.gaps,
+        ),
     )
 
 

@@ -16,11 +16,10 @@ def print_fleet(fleet: Fleet, console: Console) -> None:
     for col, just, width in (
         ("node", "left", None),
         ("rounds", "right", None),
-        ("out of memory", "left", 15),  # a rid and a cause id whole
+        ("out of memory", "left", 19),  # a rid and a cause id whole
         ("gap\nadm.", "right", None),
         ("tightest\nmargin", "right", None),
         ("fixed\nrefuses", "right", None),
-        ("mism./\ncontr.", "right", None),
     ):
         t.add_column(col, justify=just, overflow="fold", min_width=width)
     for n in fleet.nodes:
@@ -37,8 +36,9 @@ def print_fleet(fleet: Fleet, console: Console) -> None:
         f"({tot['fidelity_rounds']} logged ones re-run, {tot['mismatches']} mismatch(es)), "
         f"{tot['bytes'] / 1e6:.1f} MB; {tot['ooms']} out of memory; "
         f"{tot['gap_admissions']} gap admission(s) on {tot['nodes_with_gap_admissions']} node(s); "
-        f"{tot['nodes_below_zero_margin']} node(s) with a negative margin; "
-        + ", ".join(f"{p} refuses {k}" for p, k in tot["refused"].items()),
+        f"{tot['nodes_below_zero_margin']} node(s) with a negative margin"
+        + "".join(f"; {p} refuses {k}" for p, k in tot["refused"].items())
+        + (f"; {tot['contradictions']} contradiction(s)" if tot["contradictions"] else ""),
         highlight=False,
     )
 
@@ -46,12 +46,12 @@ def print_fleet(fleet: Fleet, console: Console) -> None:
 def _cells(n: NodeScan, short: str) -> list[str]:
     name = f"{short}\n{len(n.files)} file{'s' if len(n.files) != 1 else ''}"
     if n.error:
-        return [name, "-", "[red]not scanned[/]", "-", "-", "-", "-"]
+        return [name, "-", "[red]not scanned[/]", "-", "-", "-"]
     d = n.as_dict()
     ooms = "\n".join(
-        f"round {o['round']}\n{o['rid']}"
+        (f"round {o['round']}\n{o['rid']}" if o["rid"] else f"{o['tokens']} tokens")
         + "".join(f"\n{c['id']}" for c in o["causes"])
-        + ("" if o["reproduced"] else "\n[red]not reproduced[/]")
+        + ("\n[red]not reproduced[/]" if o["reproduced"] is False else "")
         for o in d["ooms"]
     )
     tight = d["tightest_margin"]
@@ -61,9 +61,12 @@ def _cells(n: NodeScan, short: str) -> list[str]:
     if fixed:
         delays = [x["delay_s"] for x in fixed["delays"] if x["delay_s"] is not None]
         refuses = f"{fixed['requests']}" + (f"\n+{max(delays):.2f} s" if delays else "")
-    fid = f"{n.mismatches} / {n.contradictions}"
-    gaps = str(len(d["gap_admissions"]))
-    return [name, str(n.rounds), ooms or "none", gaps, margin, refuses, fid]
+    if n.mismatches:
+        name += f"\n[red]{n.mismatches} mismatch(es)[/]"
+    if n.contradictions:
+        name += f"\n[yellow]{n.contradictions} contradiction(s)[/]"
+    gaps = str(len(d["gap_admissions"])) if n.whole_log else "-"  # a release log tells none
+    return [name, str(n.rounds), ooms or "none", gaps, margin, refuses]
 
 
 def whole_log_line(wl) -> str:

@@ -78,9 +78,16 @@ _OVERRIDE.install()
 
 import sglang.srt.managers.scheduler as _scheduler_module  # noqa: E402
 import sglang_ref  # noqa: E402  (the single-round driver's record shape)
+from sglang.srt.disaggregation.utils import DisaggregationMode  # noqa: E402
 from sglang.srt.managers.schedule_batch import ScheduleBatch  # noqa: E402
 from sglang.srt.managers.schedule_policy import SchedulePolicy  # noqa: E402
 from sglang.srt.managers.scheduler import Scheduler  # noqa: E402
+from sglang.srt.managers.scheduler_components import metrics_reporter  # noqa: E402
+from sglang.srt.managers.scheduler_components.metrics_reporter import (  # noqa: E402
+    SchedulerMetricsReporter,
+)
+
+reporter_logger = metrics_reporter.logger
 from sglang.srt.mem_cache.allocator.paged import PagedTokenToKVPoolAllocator  # noqa: E402
 from sglang.srt.mem_cache.allocator.token import TokenToKVPoolAllocator  # noqa: E402
 from sglang.srt.mem_cache.cache_init_params import CacheInitParams  # noqa: E402
@@ -255,7 +262,41 @@ class _Node:
         rec = self._record(now, batch, t0)  # free and evictable right after allocation
         if batch is not None:
             self._after_forward(now, batch)
+            rec["prefill_batch"] = self._report(now, batch)
         return rec
+
+    def _report(self, now: int, batch) -> str:
+        """The real ``Prefill batch`` line: ``SchedulerMetricsReporter.report_prefill_stats``
+        on the batch's own ``PrefillStats``, the reporter's state a stand-in (a stats
+        logging rank, no metrics collector) and token usage from the real pools."""
+        alloc, tree, size = self.alloc, self.tree, self.spec["pool_size"]
+        used = size - alloc.available_size() - tree.evictable_size()
+        usage = types.SimpleNamespace(get_prefill_usage_msg_parts=lambda: [
+            f"token usage: {used / size:.2f}"])  # fmt: skip
+        sched = types.SimpleNamespace(
+            pool_stats_observer=types.SimpleNamespace(get_pool_stats=lambda: usage),
+            forward_ct=now, waiting_queue=self.sched.waiting_queue,
+            disaggregation_mode=DisaggregationMode.PREFILL,
+            disagg_prefill_bootstrap_queue=types.SimpleNamespace(queue=[]),
+            disagg_prefill_inflight_queue=[r for _, r in self.transfers],
+            kv_events_publisher=types.SimpleNamespace(  # KV events off
+                emit_kv_metrics=lambda: None, publish_kv_events=lambda: None),
+        )  # fmt: skip
+        reporter = types.SimpleNamespace(
+            is_stats_logging_rank=True, current_scheduler_metrics_enabled=False,
+            last_prefill_stats_tic=time.perf_counter(), last_input_throughput=0.0,
+            stats=types.SimpleNamespace(), scheduler=sched, _graph_backend_label="cuda graph",
+            enable_mfu_metrics=False,
+        )  # fmt: skip
+        lines, level = _Lines(), reporter_logger.level
+        reporter_logger.addHandler(lines)
+        reporter_logger.setLevel(logging.INFO)  # what a server's log level lets through
+        try:
+            SchedulerMetricsReporter.report_prefill_stats(reporter, batch, batch.prefill_stats, False)
+        finally:
+            reporter_logger.removeHandler(lines)
+            reporter_logger.setLevel(level)
+        return lines.lines[-1] if lines.lines else ""
 
     def _after_forward(self, now: int, batch) -> None:
         """Every computed piece is checkpointed into the tree; a finished request goes to

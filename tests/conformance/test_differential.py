@@ -6,7 +6,8 @@ remaining budgets and both offsets, and the load-back.
 
 Any difference fails; hypothesis shrinks the round to the smallest one that still
 differs and the failure prints it as JSON, with the differing fields. Examples per run:
-``KVF_DIFF_EXAMPLES`` (default 300, per release); ``KVF_RELEASES`` narrows the releases;
+``KVF_DIFF_EXAMPLES`` (default 300, for 0.5.23), ``KVF_DIFF_EXAMPLES_OTHER`` (default 100 per
+earlier release); ``KVF_RELEASES`` narrows the releases;
 ``scripts/conformance.py`` runs the same comparison for many more rounds.
 """
 
@@ -25,6 +26,8 @@ from .rounds import compare_round, round_specs
 pytestmark = pytest.mark.conformance
 
 EXAMPLES = int(os.environ.get("KVF_DIFF_EXAMPLES", "300"))
+#: per release before 0.5.23 (eight of them): CI time
+EXAMPLES_OTHER = int(os.environ.get("KVF_DIFF_EXAMPLES_OTHER", "100"))
 
 
 @settings(
@@ -34,7 +37,22 @@ EXAMPLES = int(os.environ.get("KVF_DIFF_EXAMPLES", "300"))
     print_blob=True,
 )
 @given(spec=round_specs())
-def test_model_matches_sglang_adder(release_ref, spec):
+def test_model_matches_sglang_adder(sglang_ref, spec):
+    _check(sglang_ref, spec)
+
+
+@settings(
+    max_examples=EXAMPLES_OTHER,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+    print_blob=True,
+)
+@given(spec=round_specs())
+def test_model_matches_each_releases_adder(other_release_ref, spec):
+    _check(other_release_ref, spec)
+
+
+def _check(release_ref, spec):
     out = compare_round(release_ref, spec)
     assume(not out.out_of_domain)
     assert not out.diffs, (

@@ -15,8 +15,12 @@ from __future__ import annotations
 import json
 import os
 
+import polars as pl
 import pytest
 from hypothesis import HealthCheck, given, settings
+
+from kvforensics.logs import read_events
+from kvforensics.rounds.batches import batch_rounds
 
 from .multi_round import compare_run, model_run, oom_numbers, run_specs
 from .reference_client import MULTI_SCRIPT, ReferenceUnavailable, SglangReference
@@ -64,7 +68,7 @@ def _run(**changes) -> dict:
 
 @pytest.mark.parametrize("page, wording", [(1, "Out of memory."), (16, "Prefill out of memory.")])
 def test_outside_allocation_between_admission_and_allocation_is_the_same_oom(
-    multi_ref, page, wording
+    multi_ref, page, wording, tmp_path
 ):
     # 512 slots; the adder admits all 250 tokens; then an outside user takes 320 before
     # the batch allocates: 192 are left. SGLang raises its own error, the model the same.
@@ -75,6 +79,12 @@ def test_outside_allocation_between_admission_and_allocation_is_the_same_oom(
     assert len(ref) == len(got) == 1
     assert oom_numbers(ref[0]["oom"]) == got[0]["oom"] == [250, 192, 0]
     assert ref[0]["oom"].startswith(wording) and any(wording in x for x in printed)
+    # kvforensics reads SGLang's own message, as its logger writes it, to the same numbers.
+    log = tmp_path / "tp0.log"
+    log.write_text("[2026-12-01 11:00:00 TP0] " + ref[0]["oom"])
+    events, _ = read_events([log])
+    oom = events.filter(pl.col("kind") == "oom").row(0, named=True)
+    assert [oom["oom_tokens"], oom["oom_available_size"], oom["oom_evictable_size"]] == got[0]["oom"]
 
 
 def test_known_gap_prefix_published_at_checkpoint(multi_ref):
@@ -98,3 +108,26 @@ def test_known_gap_eviction_takes_whole_nodes(multi_ref):
         outside=[{"round": 2, "tokens": 240, "rounds": 3, "during": True}])  # fmt: skip
     out = compare_run(multi_ref, spec)
     assert "round 2: evicted: reference 192 vs model 176" in out.diffs
+
+
+def test_real_prefill_batch_lines_read_to_the_models_batches(multi_ref, tmp_path):
+    # SGLang's own `Prefill batch` lines (report_prefill_stats on the batch's PrefillStats),
+    # rebuilt by kvforensics as a stock log's batch-level rounds: #new-seq, #new-token and
+    # #cached-token are the model's batches, round by round (a chunked request over three rounds, a finished one released
+    # and the next request admitted).
+    spec = _run(chunked_prefill_size=128, pool_size=4096, rounds=8, requests=[
+        {"rid": "a", "arrive": 0, "seq_len": 300, "blocks": [0, 1, 2, 3, 4]},
+        {"rid": "b", "arrive": 1, "seq_len": 200, "blocks": [5, 6, 7, 8]},
+        {"rid": "c", "arrive": 4, "seq_len": 64, "blocks": [9]}])  # fmt: skip
+    ref = multi_ref.run(spec)
+    lines = [r["prefill_batch"] for r in ref if r.get("prefill_batch")]
+    log = tmp_path / "tp0.log"
+    log.write_text("".join(f"[2026-12-01 11:00:{i:02d} TP0] {x}\n" for i, x in enumerate(lines)))
+    events, _ = read_events([log])
+    rounds = batch_rounds(events).rounds  # the stock log's batch-level rounds
+    got = [(r.values["new_seq"], r.values["new_token"], r.values["cached_token"]) for r in rounds]
+    model = [r for r in model_run(spec) if r["pieces"]]
+    want = [(len(r["pieces"]), r["new_token"],
+             sum(c["start"] for c in r["calls"] if c["call"] == "add_one_req" and c["start"]))
+            for r in model]  # fmt: skip
+    assert len(lines) == 5 and got == want

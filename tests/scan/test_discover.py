@@ -115,7 +115,7 @@ def test_a_node_that_is_not_a_prefill_log_fails_alone(tmp_path):
     shutil.copyfile(CLEAN, tmp_path / "good" / "pp0.log")
     fleet = scan([str(tmp_path)], ScanOptions(), jobs=1)
     bad, good = fleet.nodes
-    assert bad.error.startswith("no PrefillAdder lines") and bad.whole_log is None
+    assert "no line of these files is an SGLang scheduler" in bad.error and bad.whole_log is None
     assert good.error is None
     assert fleet.totals()["failed"] == 1
 
@@ -129,3 +129,9 @@ def test_a_cut_gzip_is_read_as_far_as_it_goes(fleet_dir, tmp_path):
     assert n.error is None and n.unreadable == ()
     assert any("gzip stream ends early" in note for note in n.as_dict()["notes"])
     assert n.ooms[0]["rid"] == "as-1keim4u1e8"
+
+
+def test_a_missing_url_is_one_problem():
+    found = discover(["memory://nowhere/logs", "memory://nowhere/*.log"])
+    assert found.nodes == ()
+    assert [r for _, r in found.problems] == ["no such file or directory", "no log files here"]

@@ -1,6 +1,7 @@
 """Every engine runs the same per-node task and gives the same tables."""
 
 import os
+import sys
 
 import pytest
 
@@ -36,3 +37,9 @@ def test_ray_gives_the_same_tables(fleet_dir, in_process):
     assert on_ray.nodes == in_process.nodes
     assert on_ray.nodes_frame().equals(in_process.nodes_frame())
     assert on_ray.gaps_frame().equals(in_process.gaps_frame())
+
+
+def test_the_ray_engine_without_ray_says_how_to_get_it(fleet_dir, monkeypatch):
+    monkeypatch.setitem(sys.modules, "ray", None)  # import ray now raises ImportError
+    with pytest.raises(InputError, match=r"pip install 'kvforensics\[fleet\]'"):
+        scan([str(fleet_dir / "clean")], ScanOptions(), engine="ray")

@@ -7,6 +7,7 @@ import pytest
 from kvforensics.scan import ScanOptions, scan, write_parquet
 from kvforensics.synth.agent import agent_capture
 from kvforensics.synth.incidents import external_allocation
+from tests.conftest import FIXTURES
 
 B, C = "as-1keim4u1e8", "as-xpkq7d03n5"
 
@@ -151,3 +152,25 @@ def test_parquet_tables(fleet, tmp_path):
     assert gaps.height == sum(len(n.whole_log.gap_admissions) for n in fleet.nodes)
     assert set(gaps["node"]) == {node(fleet, "agent").node, node(fleet, "incident").node}
     assert not list(tmp_path.glob(".*"))  # no temporary file left behind
+
+
+def test_a_release_log_lists_its_oom_arithmetic_and_no_whole_log(tmp_path):
+    import tomllib
+
+    stock = FIXTURES / "logs" / "stock"
+    with_oom = sorted(
+        p for p in stock.glob("*.toml") if "oom" in tomllib.loads(p.read_text()).get("expect", {})
+    )
+    fleet = scan(
+        [str(p.with_suffix(".log")) for p in with_oom], ScanOptions(), group_by="file", jobs=1
+    )
+    assert len(fleet.nodes) == len(with_oom) > 3
+    for n, spec in zip(fleet.nodes, with_oom, strict=True):
+        want = tomllib.loads(spec.read_text())["expect"]["oom"]
+        assert n.error is None
+        assert [(o["tokens"], o["available"]) for o in n.ooms] == [
+            (w["tokens"], w["available"]) for w in want
+        ]
+        assert [o["causes"][0]["id"] for o in n.ooms] == [w["mechanism"] for w in want]
+        assert n.whole_log is None and n.as_dict()["gap_admissions"] == []
+    assert fleet.nodes_frame()["gap_admissions"].null_count() == len(with_oom)
