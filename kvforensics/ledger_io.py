@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+from functools import lru_cache
 from pathlib import Path
+from typing import Annotated
 
 import polars as pl
+from pydantic import ConfigDict, Field, TypeAdapter, ValidationError, create_model
 
 from kvforensics.errors import InputError
+from kvforensics.model.config import MAX_TOKENS
+from kvforensics.model.ledger import NAMES, SCHEMA
 from kvforensics.outputs import atomic_write
 
 FORMATS = (".parquet", ".csv", ".json", ".ndjson")
@@ -45,6 +50,13 @@ def write_frame(df: pl.DataFrame, out: str | Path) -> None:
     atomic_write(out, writers[ext])
 
 
+def read_ledger(path: str | Path) -> pl.DataFrame:
+    """A ledger file, checked against the ledger's schema row by row."""
+    df = read_frame(path)
+    validate_ledger(df, str(path))
+    return df
+
+
 def read_frame(path: str | Path) -> pl.DataFrame:
     path = Path(path)
     if not path.is_file():
@@ -59,6 +71,52 @@ def read_frame(path: str | Path) -> pl.DataFrame:
             return pl.read_json(path)
         if ext == ".ndjson":
             return pl.read_ndjson(path)
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read ({exc.strerror or exc})") from None
     except Exception as exc:  # polars raises many kinds; the user needs one line
         raise InputError(f"{path}: cannot read as {ext[1:]} ({type(exc).__name__})") from None
     raise InputError(f"{path}: unknown ledger format {ext!r}; use one of {', '.join(FORMATS)}")
+
+
+_PY = {pl.Int64: int, pl.Utf8: str, pl.Boolean: bool, pl.Float64: float}
+#: rows validated at a time (a Python dict per row only for this many)
+_BATCH = 20_000
+
+
+@lru_cache(maxsize=1)
+def _rows_adapter() -> TypeAdapter:
+    """The ledger's columns as a pydantic row (built from the model's schema, so a new
+    column is checked without a change here); numbers bounded like the node's sizes."""
+    bounded = Annotated[int, Field(ge=-MAX_TOKENS, le=MAX_TOKENS)]
+    fields = {
+        name: ((bounded if dtype == pl.Int64 else _PY[dtype]) | None, None)
+        for name, dtype in SCHEMA.items()
+    }
+    row = create_model(
+        "LedgerRow", __config__=ConfigDict(allow_inf_nan=False, extra="ignore"), **fields
+    )
+    return TypeAdapter(list[row])
+
+
+def validate_ledger(df: pl.DataFrame, source: str) -> None:
+    """One line naming the first bad row and column of a ledger read from a file."""
+    missing = [c for c in NAMES if c not in df.columns]
+    if missing:
+        raise InputError(
+            f"{source}: not a ledger (missing columns: {', '.join(missing[:5])}); "
+            "give a file written by simulate --ledger or report"
+        )
+    adapter = _rows_adapter()
+    for offset in range(0, df.height, _BATCH):
+        part = df.slice(offset, _BATCH).select(NAMES)
+        try:
+            adapter.validate_python(part.to_dicts())
+        except ValidationError as exc:
+            e = exc.errors(include_url=False)[0]
+            row, col = e["loc"][0], e["loc"][-1]
+            got = repr(e["input"])
+            got = got if len(got) <= 40 else got[:37] + "..."
+            raise InputError(
+                f"{source}: row {offset + int(row) + 1}, column {col}: {e['msg']} (got {got}); "
+                "not a ledger as simulate --ledger writes it"
+            ) from None

@@ -50,7 +50,21 @@ from kvforensics.cli import (  # noqa: E402
 
 def main() -> None:
     try:
-        app(standalone_mode=True)
+        # not standalone: usage errors come here, to be said in one line like ours
+        code = app(standalone_mode=False)
+    except typer.Abort:
+        typer.echo("error: aborted", err=True)
+        sys.exit(130)
+    except typer.TyperException as exc:  # click's usage errors: bad option, missing argument
+        ctx = getattr(exc, "ctx", None)
+        message = exc.format_message() if hasattr(exc, "format_message") else str(exc)
+        text = " ".join(message.split()).rstrip(".")
+        if not text and ctx is not None:  # no arguments at all: the help is the answer
+            typer.echo(ctx.get_help())
+        else:
+            hint = f"; see {ctx.command_path} --help" if ctx is not None else ""
+            typer.echo(f"error: {text}{hint}", err=True)
+        sys.exit(getattr(exc, "exit_code", 2))
     except KvfError as exc:
         typer.echo(f"error: {exc}", err=True)
         sys.exit(exc.exit_code)
@@ -65,6 +79,7 @@ def main() -> None:
         sys.exit(130)
     except Exception as exc:
         _internal(exc)
+    sys.exit(code if isinstance(code, int) else 0)
 
 
 def _internal(exc: BaseException) -> None:

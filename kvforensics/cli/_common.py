@@ -81,3 +81,9 @@ def print_log_summary(summary) -> None:
         console.print(f"[yellow]{path} ends in a cut line[/]: the log stops mid-write")
     for gap in summary.gaps:
         console.print(f"[yellow]gap[/]: {gap}", highlight=False)
+
+
+def print_log_notes(summary) -> None:
+    """What the reader could not read, on stderr (stdout may be JSON or markdown)."""
+    for note in summary.notes():
+        err_console.print(f"note: {note.strip()}", highlight=False, markup=False, soft_wrap=True)

@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from kvforensics.cli import app
-from kvforensics.cli._common import console, print_json
+from kvforensics.cli._common import console, print_json, print_log_notes
 from kvforensics.cli._inputs import (
     Align,
     Chunk,
@@ -54,7 +54,8 @@ def diff(
         names = names or ["prefix", "fixed"]
         if len(names) != 2:
             raise InputError(f"diff compares two policies; got {len(names)}")
-        _, results = replay_inputs(inputs, names, **opts.replay_kwargs())
+        rr, results = replay_inputs(inputs, names, **opts.replay_kwargs())
+        print_log_notes(rr.summary)
         (ln, lf), (rn, rf) = ((n, results[n].ledger_frame()) for n in names)
     else:
         (ln, lf), (rn, rf) = diff_inputs(inputs, names)

@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from kvforensics.cli import app
-from kvforensics.cli._common import console, print_json
+from kvforensics.cli._common import console, print_json, print_log_notes
 from kvforensics.cli._inputs import (
     Align,
     Chunk,
@@ -57,7 +57,8 @@ def explain(
     opts = LogOptions(page_size, align, chunk_size, pool_size, rank, formats, transfer_seconds)
     names = [p.strip() for p in policy.split(",") if p.strip()] if policy else None
     if are_logs(sources):
-        _, results = replay_inputs(sources, names, **opts.replay_kwargs())
+        rr, results = replay_inputs(sources, names, **opts.replay_kwargs())
+        print_log_notes(rr.summary)
     elif len(sources) != 1:
         raise InputError("explain takes one scenario or ledger file, or log files")
     elif is_scenario(sources[0]):

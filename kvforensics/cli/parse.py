@@ -77,7 +77,7 @@ def print_summary(s: ParseSummary, out: Path) -> None:
         )
     for path in s.cut_lines:
         console.print(
-            f"[yellow]note:[/] {escape(path)} does not end with a newline; "
+            f"[yellow]note:[/] {escape(path)} ends in a cut line (no newline at the end): "
             "its last line may be cut short (flagged `truncated`)"
         )
     for gap in s.gaps:

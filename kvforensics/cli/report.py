@@ -70,6 +70,7 @@ def report(
             inputs=inputs,
             force=force,
             history=history(rr, HISTORY_ROUNDS),
+            log_notes=rr.summary.notes(),
         )
     else:
         if len(inputs) != 1:

@@ -454,7 +454,8 @@ def prefix_columns(events: pl.DataFrame, cat: Catalogue) -> pl.DataFrame:
     }
     uniq = [u for u in tags.unique().to_list() if u]
     for col, rx in tag_re.items():
-        table = {u: int(m.group(1)) for u in uniq if (m := rx.search(u))}
+        # a rank number past 9 digits is damage, not a rank: left without one
+        table = {u: int(m.group(1)) for u in uniq if (m := rx.search(u)) and len(m.group(1)) < 10}
         cols.append(tags.replace_strict(table, default=None, return_dtype=pl.Int64).alias(col))
     return events.with_columns(cols)
 

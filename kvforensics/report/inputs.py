@@ -9,7 +9,7 @@ from pathlib import Path
 import polars as pl
 
 from kvforensics.errors import InputError
-from kvforensics.ledger_io import read_frame
+from kvforensics.ledger_io import read_ledger
 from kvforensics.model import POLICIES, RunResult
 from kvforensics.report.ledgers import normalize, policies_in, select_policy
 
@@ -36,7 +36,7 @@ def run_scenario(path: Path, policies: Sequence[str]) -> dict[str, RunResult]:
 
 def ledgers_from_file(path: Path, policies: Sequence[str] | None) -> dict[str, pl.DataFrame]:
     """Every policy in a ledger file (or the ones asked for), one frame each."""
-    df = normalize(read_frame(path), str(path))
+    df = normalize(read_ledger(path), str(path))
     names = policies_in(df)
     if not names:
         return {path.stem: df}
@@ -77,7 +77,7 @@ def diff_inputs(
     picks = [None, None] if not policies else [policies[0], policies[-1]]
     sides = []
     for path, pick in zip(inputs, picks, strict=True):
-        name, df = select_policy(read_frame(path), pick, str(path))
+        name, df = select_policy(read_ledger(path), pick, str(path))
         sides.append((name, df))
     (ln, lf), (rn, rf) = sides
     if ln == rn:  # same policy from two files: name the sides by file

@@ -6,7 +6,7 @@ root cause, fidelity and the log line behind each input number."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 import polars as pl
@@ -149,6 +149,7 @@ def write_report(
     inputs: Iterable[str | Path] = (),
     force: bool = False,
     history: list[tuple[int, int]] = (),
+    log_notes: Sequence[str] | None = None,
 ) -> list[Path]:
     """Write the attachment into `out_dir`; returns the files written (report.md first).
 
@@ -156,7 +157,8 @@ def write_report(
     backs it; without them the report says each policy's outcome. `inputs` are the files
     the results came from: nothing is written over them. A non-empty `out_dir` is refused
     unless ``force``, which replaces only an earlier report's files. ``history`` is the
-    pool use logged before the first round, drawn as context."""
+    pool use logged before the first round, drawn as context. ``log_notes``: what the
+    reader could not read in the logs (cut files, unreadable lines), in a section."""
     if not results:
         raise InputError("nothing to report: no policy results")
     out = Path(out_dir)
@@ -188,7 +190,7 @@ def write_report(
             written.append(paths[key])
 
     names = [p.name for p in written] + [manifest.MANIFEST]
-    md = _markdown(results, title, story, evidence, focus, names)
+    md = _markdown(results, title, story, evidence, focus, names, log_notes)
     atomic_write_text(paths["md"], md)
     manifest.record(out, ["report.md", *names], stale)
     return [paths["md"], *written]
@@ -209,13 +211,24 @@ def _paths(out: Path, focus: int | None, with_events: bool) -> dict[str, Path]:
     return paths
 
 
-def _markdown(results, title, story, evidence, focus, files) -> str:
+def _log_notes_md(notes: Sequence[str]) -> list[str]:
+    """The reader's notes, right after the story: a cut log can hide the evidence."""
+    lines = ["## What the logs could not tell", ""]
+    lines += [f"- {n.strip()}" for n in notes] or [
+        "- nothing: every file read to its end, every line understood"
+    ]
+    return [*lines, ""]
+
+
+def _markdown(results, title, story, evidence, focus, files, log_notes=None) -> str:
     out = [f"# {title}", ""]
     if story:
         out += story
     else:
         out += ["## Outcome", ""] + [f"- {outcome_sentence(r)}" for r in results.values()]
         out += ["", _outcome_table(results), ""]
+    if log_notes is not None:
+        out += _log_notes_md(log_notes)
     out += _figures(focus)
     if evidence:
         out += evidence

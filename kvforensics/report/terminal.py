@@ -7,6 +7,7 @@ log lines are cut at a word boundary, never inside a number."""
 
 from __future__ import annotations
 
+import re
 import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -84,15 +85,32 @@ class FitTable:
             yield from self.narrow(width)
 
 
+#: a word (no spaces) longer than this is a value no one reads whole on a terminal, such
+#: as a 100,000-character rid: it keeps its head and tail (JSON output keeps all of it)
+MAX_WORD = 72
+_LONG_WORD = re.compile(rf"\S{{{MAX_WORD + 1},}}")
+
+
+def shorten_words(text: str) -> str:
+    """``text`` with every word over ``MAX_WORD`` characters cut in its middle (numbers
+    are never that long, so none is cut)."""
+    if len(text) <= MAX_WORD:
+        return text
+    return _LONG_WORD.sub(
+        lambda m: f"{m[0][:30]}…({len(m[0]) - 46} more)…{m[0][-16:]}",
+        text,
+    )
+
+
 def _cell(v: object) -> str:
-    return "-" if v is None else str(v)
+    return "-" if v is None else shorten_words(str(v))
 
 
 def paragraph(text: str, width: int, indent: int = 2, hang: int = 4) -> str:
     """``text`` wrapped to ``width`` with continuation lines indented further than the
     first; ranges and numbers are never broken across lines."""
     return textwrap.fill(
-        text,
+        shorten_words(text),
         width=max(20, width),
         initial_indent=" " * indent,
         subsequent_indent=" " * hang,
@@ -103,7 +121,7 @@ def paragraph(text: str, width: int, indent: int = 2, hang: int = 4) -> str:
 
 def preview(text: str, limit: int) -> str:
     """At most about ``limit`` characters of a log line, cut at a space (with "…")."""
-    text = str(text)
+    text = shorten_words(str(text))
     if len(text) <= limit:
         return text
     cut = text.rfind(" ", 0, limit + 1)
@@ -122,7 +140,7 @@ class Hanging:
         pad = " " * self.indent
         yield Text(
             textwrap.fill(
-                self.text,
+                shorten_words(self.text),
                 width=max(20, options.max_width),
                 initial_indent=pad + self.lead,
                 subsequent_indent=pad + " " * len(self.lead),

@@ -78,7 +78,7 @@ def read_config(
             + f"; pass {' '.join(f'{m} N' for m in missing)}"
         )
     _check_sizes(found)
-    _check_chunk_against_log(events, found["chunked_prefill_size"])
+    _check_against_log(events, found)
     cfg = Config(
         page_size=found["page_size"].value,
         chunked_prefill_size=found["chunked_prefill_size"].value,
@@ -106,26 +106,37 @@ def _check_sizes(found: dict[str, Prov]) -> None:
     )
 
 
-def _check_chunk_against_log(events: pl.DataFrame, chunk: Prov) -> None:
-    """The adder's chunk budget starts each round at chunked_prefill_size and only goes
-    down, so a logged ``rem_chunk_tokens`` above the chunk size refutes it (and a chunk
-    far below the log's would make the rebuild infer rounds the log never had)."""
-    if "rem_chunk_tokens" not in events.columns:
-        return
-    rows = events.filter(pl.col("rem_chunk_tokens") > chunk.value)
-    if not rows.height:
-        return
-    ev = rows.row(0, named=True)
-    said = f"rem_chunk_tokens={ev['rem_chunk_tokens']} ({where(ev)})"
-    if chunk.provenance == GIVEN:
+#: (logged column, size it cannot exceed, why): the chunk budget starts each round at
+#: chunked_prefill_size and only goes down; what the pool holds at once fits in the pool
+BOUNDED_BY = (
+    ("rem_chunk_tokens", "chunked_prefill_size", "the chunk budget never exceeds it"),
+    ("baseline", "pool_size", "free + evictable slots fit in the pool"),
+    ("prefix_len", "pool_size", "a device prefix is held in the pool"),
+    ("loaded", "pool_size", "a load-back lands in the pool"),
+)
+
+
+def _check_against_log(events: pl.DataFrame, found: dict[str, Prov]) -> None:
+    """A logged number above the size that bounds it refutes that size (and a size far
+    below the log's would make the rebuild infer rounds the log never had)."""
+    for col, name, why in BOUNDED_BY:
+        size = found[name]
+        if col not in events.columns:
+            continue
+        rows = events.filter(pl.col(col) > size.value)
+        if not rows.height:
+            continue
+        ev = rows.row(0, named=True)
+        said = f"{col}={ev[col]} ({where(ev)})"
+        if size.provenance == GIVEN:
+            raise InputError(
+                f"{FLAGS[name]} {size.value} is below the log's {said}: {why}; "
+                f"give the node's own {FLAGS[name].removeprefix('--')}"
+            )
         raise InputError(
-            f"--chunk-size {chunk.value} is below the log's {said}: the chunk budget never "
-            "exceeds chunked_prefill_size; give the node's own chunk size"
+            f"{name} {size.value} ({', '.join(size.evidence)}) is below the log's {said}: "
+            f"{why}; pass {FLAGS[name]} N with the node's own size"
         )
-    raise InputError(
-        f"chunked_prefill_size {chunk.value} ({', '.join(chunk.evidence)}) is below the log's "
-        f"{said}; pass --chunk-size N with the node's own chunk size"
-    )
 
 
 def _unreadable_source(name: str, unreadable) -> str | None:

@@ -18,9 +18,12 @@ from kvforensics.model import (
     get_policy,
     get_profile,
 )
+from kvforensics.model.config import SIZE_FIELDS, size_problems
+from kvforensics.scenario.schema import validate_scenario
 
-_CONFIG_KEYS = {f for f in Config.__dataclass_fields__}
-_TIMING_KEYS = {f for f in Timing.__dataclass_fields__}
+#: rounds one policy's run may take; a scenario that needs more is refused before it
+#: runs (each round keeps its record and ledger rows: this bounds memory and time)
+MAX_ROUNDS = 100_000
 
 
 @dataclass
@@ -120,44 +123,44 @@ def _request(spec: dict[str, Any]) -> Request:
 
 
 def parse_scenario(
-    data: dict[str, Any], *, name: str = "scenario", base: Path | None = None
+    data: dict[str, Any], *, name: str = "scenario", base: Path | None = None, source: str = ""
 ) -> Scenario:
-    try:
-        conf = dict(data["config"])
-    except KeyError:
-        raise InputError(f"{name}: no [config] table") from None
-    unknown = set(conf) - _CONFIG_KEYS
-    if unknown:
+    """A scenario from its TOML tables; ``source`` (the file) names it in errors."""
+    f = validate_scenario(data, source or name)
+    conf = f.config.model_dump()
+    problems = size_problems({k: conf[k] for k in SIZE_FIELDS})
+    if problems:
+        key, why = problems[0]
         raise InputError(
-            f"{name}: unknown [config] keys {sorted(unknown)}; known: {sorted(_CONFIG_KEYS)}"
+            f"{source or name}: config.{key}: {conf[key]} {why}; fix the scenario file"
         )
-    try:
-        cfg = Config(**conf)
-    except (TypeError, ValueError) as exc:
-        raise InputError(f"{name}: bad [config]: {exc}") from None
-    timing_conf = dict(data.get("timing", {}))
-    if set(timing_conf) - _TIMING_KEYS:
-        raise InputError(f"{name}: unknown [timing] keys {sorted(set(timing_conf) - _TIMING_KEYS)}")
-    pool = data.get("pool", {})
+    cfg = Config(**conf)
+    free = cfg.pool_size if f.pool.free is None else f.pool.free
+    if free + f.pool.evictable > cfg.pool_size:
+        raise InputError(
+            f"{source or name}: pool: free {free} + evictable {f.pool.evictable} exceed "
+            f"config.pool_size {cfg.pool_size}; fix the scenario file"
+        )
     sc = Scenario(
-        name=str(data.get("name", name)),
-        description=str(data.get("description", "")),
+        name=f.name if f.name is not None else name,
+        description=f.description,
         cfg=cfg,
-        free=int(pool.get("free", cfg.pool_size)),
-        evictable=int(pool.get("evictable", 0)),
-        waiting=list(data.get("waiting", [])),
-        arrivals=list(data.get("arrivals", [])),
-        inflight=list(data.get("inflight", [])),
-        chunked=data.get("chunked"),
-        timing=Timing(**timing_conf),
-        first_round=int(data.get("first_round", 0)),
-        start_time=float(data.get("start_time", 0.0)),
-        profile=str(data.get("profile", "fork")),
+        free=free,
+        evictable=f.pool.evictable,
+        waiting=[r.model_dump() for r in f.waiting],
+        arrivals=[r.model_dump() for r in f.arrivals],
+        inflight=[r.model_dump() for r in f.inflight],
+        chunked=f.chunked.model_dump() if f.chunked is not None else None,
+        timing=Timing(**f.timing.model_dump()),
+        first_round=f.first_round,
+        start_time=f.start_time,
+        profile=f.profile,
     )
-    if "trace" in data:
+    if f.trace is not None:
         from kvforensics.scenario.trace import TraceWorkload
 
-        sc.trace = TraceWorkload.from_table(data["trace"], base=base, cfg=cfg)
+        sc.trace = TraceWorkload.from_table(f.trace.model_dump(), base=base, cfg=cfg)
+    check_work(sc, source or name)
     return sc
 
 
@@ -168,5 +171,24 @@ def load_scenario(path: str | Path) -> Scenario:
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise InputError(f"{path}: not a valid TOML scenario ({exc})") from None
-    return parse_scenario(data, name=path.stem, base=path.parent)
+        raise InputError(f"{path}: not a valid TOML scenario ({exc})".splitlines()[0]) from None
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    return parse_scenario(data, name=path.stem, base=path.parent, source=str(path))
+
+
+def check_work(sc: Scenario, name: str) -> None:
+    """Refuse a scenario whose requests need more rounds than a run may take: each
+    request takes at least ``ceil(work / chunk)`` rounds (work = tokens it computes)."""
+    chunk = min(sc.cfg.chunked_prefill_size, sc.cfg.max_prefill_tokens)
+    if sc.trace is not None:
+        works = [row.input_length for row in sc.trace.rows]
+    else:
+        specs = [*sc.waiting, *sc.arrivals, *([sc.chunked] if sc.chunked else [])]
+        works = [r["seq_len"] - r["prefix_len"] - r["host_hit_len"] for r in specs]
+    need = sum(-(-w // chunk) for w in works)
+    if need > MAX_ROUNDS:
+        raise InputError(
+            f"{name}: its requests need at least {need} rounds at chunk {chunk}; a run "
+            f"takes at most {MAX_ROUNDS}: shorten the requests or raise chunked_prefill_size"
+        )

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from kvforensics.errors import InputError
 from kvforensics.model import (
@@ -17,9 +18,19 @@ from kvforensics.model import (
     get_profile,
 )
 from kvforensics.model.prefix_cache import BlockPrefixCache
+from kvforensics.scenario.schema import MAX_REQUESTS, MAX_SECONDS, MAX_SEQ_LEN
 
 if TYPE_CHECKING:
     from kvforensics.scenario.loader import Scenario
+
+
+class _TraceLine(BaseModel):
+    """One JSONL row as the trace writes it (other keys, e.g. output_length, are ignored)."""
+
+    model_config = ConfigDict(strict=True, allow_inf_nan=False)
+    timestamp: Annotated[float, Field(ge=0, le=MAX_SECONDS * 1000)]
+    input_length: Annotated[int, Field(ge=1, le=MAX_SEQ_LEN)]
+    hash_ids: Annotated[list[int], Field(max_length=MAX_SEQ_LEN)]
 
 
 @dataclass
@@ -43,18 +54,26 @@ def read_trace(
                     break
                 if not line.strip():
                     continue
-                obj = json.loads(line)
+                obj = _TraceLine.model_validate_json(line)
                 rows.append(
-                    TraceRow(
-                        obj["timestamp"] * time_scale,
-                        int(obj["input_length"]),
-                        tuple(obj["hash_ids"]),
-                    )
+                    TraceRow(obj.timestamp * time_scale, obj.input_length, tuple(obj.hash_ids))
                 )
+                if len(rows) > MAX_REQUESTS:
+                    raise InputError(
+                        f"{path}: more than {MAX_REQUESTS} requests; set [trace] limit"
+                    )
     except FileNotFoundError:
         raise InputError(f"{path}: no such trace file") from None
-    except (json.JSONDecodeError, KeyError, TypeError) as exc:
-        raise InputError(f"{path}:{n}: not a Mooncake trace row ({exc})") from None
+    except IsADirectoryError:
+        raise InputError(f"{path}: is a directory; [trace] file names a JSONL trace") from None
+    except UnicodeDecodeError:
+        raise InputError(f"{path}:{n + 1}: not UTF-8 text; not a Mooncake JSONL trace") from None
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    except ValidationError as exc:
+        e = exc.errors(include_url=False)[0]
+        field = ".".join(str(x) for x in e["loc"]) or "row"
+        raise InputError(f"{path}:{n}: not a Mooncake trace row ({field}: {e['msg']})") from None
     return rows
 
 

@@ -63,9 +63,9 @@ def test_bad_input_one_line(tmp_path):
         assert says in out.stderr and len(out.stderr.strip().splitlines()) == 1
     assert INCIDENT.read_text().startswith("name = ")  # the input was not written
     bad = tmp_path / "bad.toml"
-    bad.write_text("[config]\npage_size = 0\n")
+    bad.write_text(INCIDENT.read_text().replace("page_size = 64", "page_size = 0"))
     out = cli("simulate", bad)
-    assert out.returncode == 2 and "bad [config]" in out.stderr
+    assert out.returncode == 2 and "config.page_size: 0 must be positive" in out.stderr
 
 
 def test_long_runs_show_the_last_rounds():

@@ -16,9 +16,6 @@ class Outcome:
     stdout: str
     stderr: str
 
-    @property
-    def traceback(self) -> bool:
-        return "Traceback (most recent call last)" in self.stdout + self.stderr
 
 
 def run_cli(*args, columns: int = 120) -> Outcome:

@@ -63,6 +63,8 @@ def test_flags_are_checked(tmp_path):
         # and would make the rebuild invent hundreds of rounds per request
         (("--chunk-size", "64"), ("--chunk-size 64", "rem_chunk_tokens=16384", "pp0.log:4")),
         (("--chunk-size", "1", "--page-size", "1"), ("--chunk-size 1", "rem_chunk_tokens")),
+        # free + evictable slots (the adder's baseline) and device prefixes fit in the pool
+        (("--pool-size", "64"), ("--pool-size 64", "baseline=121408", "pp0.log:4")),
     ]:
         _one_line_error(run_cli("rounds", log, *flags), *words)
 

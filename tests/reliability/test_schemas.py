@@ -1,0 +1,93 @@
+"""Scenarios and ledgers are checked against a schema: one line naming the field's path."""
+
+import pytest
+
+from tests.conftest import FIXTURES
+from tests.reliability._run import run_cli
+
+INCIDENT = FIXTURES / "scenarios" / "incident-2026-11-02.toml"
+TEXT = INCIDENT.read_text()
+
+
+def _scenario(tmp_path, old, new, name="s.toml"):
+    assert old in TEXT
+    path = tmp_path / name
+    path.write_text(TEXT.replace(old, new, 1))
+    return path
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "says"),
+    [
+        ("free = 98304", 'free = "abc"', "pool.free: Input should be a valid integer"),
+        ("first_round = 0", "first_round = 0\nwaiting = [1, 2]", "waiting"),
+        ("prefix_len = 12992", "prefix_len = [1, 2]", "waiting[1].prefix_len"),
+        ('rid = "as-v9ujq2m0c1"\n', "", "waiting[0].rid: Field required"),
+        ("first_round = 0", 'first_round = 0\nprofile = "nope"', "profile: unknown profile"),
+        ("evictable = 23104", "evictable = 99999999", "exceed config.pool_size"),
+        ("seq_len = 13888", f"seq_len = {2**70}", "waiting[0].seq_len"),
+        ("seq_len = 13888", "seq_len = 13888\narrival = nan", "finite number"),
+        ("seq_len = 13888", "seq_len = 13888\narrival = inf", "finite number"),
+        ("done_at = 3.5", "done_at = -3.5", "inflight[0].done_at"),
+        ("page_size = 64", "page_size = 0", "config.page_size: 0 must be positive"),
+        ("align_size = 256", "align_size = 100", "multiple of page_size"),
+        ("first_round = 0", "first_round = 0\nfirts_round = 1", "firts_round: unknown key"),
+        ("host_hit_len = 73792", "host_hit_len = 93792", "must leave at least one token"),
+    ],
+)
+def test_bad_scenario_is_one_line_naming_the_field(tmp_path, old, new, says):
+    path = _scenario(tmp_path, old, new)
+    for args in (("simulate", path), ("explain", path, "--round", "0"), ("diff", path)):
+        out = run_cli(*args)
+        assert out.code == 2, (args, out.stderr)
+        lines = out.stderr.strip().splitlines()
+        assert len(lines) == 1 and says in lines[0] and str(path) in lines[0], lines
+
+
+def test_trace_that_is_a_directory_or_not_text(tmp_path):
+    head = TEXT.split("[[waiting]]")[0].split("[pool]")[0]
+    for target, says in [(tmp_path, "is a directory"), (tmp_path / "t.jsonl", "not UTF-8")]:
+        (tmp_path / "t.jsonl").write_bytes(b'\xff\xfe{"timestamp": 1}\n')
+        path = tmp_path / "s.toml"
+        path.write_text(head + f'[trace]\nfile = "{target}"\n')
+        out = run_cli("simulate", path)
+        assert out.code == 2 and says in out.stderr, out.stderr
+
+
+def test_scenario_needing_too_many_rounds_is_refused(tmp_path):
+    path = _scenario(tmp_path, "chunked_prefill_size = 16384", "chunked_prefill_size = 64")
+    path.write_text(
+        path.read_text()
+        .replace("max_prefill_tokens = 16384", "max_prefill_tokens = 64")
+        .replace("seq_len = 13888", f"seq_len = {2**26}")
+    )
+    out = run_cli("simulate", path)
+    assert out.code == 2 and "rounds" in out.stderr and "at most" in out.stderr, out.stderr
+
+
+def _ledger(tmp_path):
+    path = tmp_path / "l.csv"
+    assert run_cli("simulate", INCIDENT, "--ledger", path).code == 0
+    return path
+
+
+def test_ledger_rows_are_checked(tmp_path):
+    good = _ledger(tmp_path)
+    text = good.read_text()
+    header, first, rest = text.split("\n", 2)
+    cases = {
+        "dup.csv": (header + "\n" + text, "row 1, column round"),
+        "abc.csv": (
+            header + "\n" + first.replace("prefix,0,", "prefix,abc,", 1) + "\n" + rest,
+            "row 1, column round",
+        ),
+        "cut.csv": (header.replace(",reason", "") + "\n", "missing columns: reason"),
+    }
+    assert run_cli("diff", good, "--policy", "prefix,fixed").code == 0
+    for name, (body, says) in cases.items():
+        path = tmp_path / name
+        path.write_text(body)
+        for args in (("diff", path, "--policy", "prefix,fixed"), ("explain", path, "--round", "0")):
+            out = run_cli(*args)
+            assert out.code == 2 and says in out.stderr, (name, out.stderr)
+            assert len(out.stderr.strip().splitlines()) == 1
