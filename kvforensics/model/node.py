@@ -80,6 +80,8 @@ class NodeState:
     inflight: tuple[Inflight, ...] = ()
     first_round: int = 0
     start_time: float = 0.0
+    #: slots of the baseline no allocation may take (held by another pool's demand)
+    unevictable: int = 0
 
 
 @dataclass(slots=True)
@@ -223,6 +225,7 @@ class PrefillNode:
             free=state.free,
             evictable=dict(state.evictable),
             cache_kind=cfg.cache_kind,
+            unevictable=state.unevictable,
         )
         pool.lock(state.locked)
         for owner, tokens in state.held:

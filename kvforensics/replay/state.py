@@ -38,6 +38,7 @@ def node_at(
     timing: Timing | None = None,
     start_time: float = 0.0,
     outside: dict[int, int] | None = None,
+    unevictable: int = 0,
 ) -> PrefillNode:
     """A node at the start of ``rnd``: its baseline, its chunked request, its queue."""
     cfg: Config = rb.cfg
@@ -73,7 +74,8 @@ def node_at(
         held.append((p.rid, cfg.ceil_page(p.start)))
     held += [(rid, tokens) for rid, tokens, _done_at in inflight]
     state = NodeState(
-        free=max(0, base - sum(drops.values())),
+        free=max(0, base - sum(drops.values()) - unevictable),
+        unevictable=min(unevictable, base),
         evictable=tuple(evictable.items()),
         locked=tuple(f"shared:{rid}" for rid in shared),
         held=tuple(held),

@@ -68,6 +68,17 @@ class Rebuild:
         }
 
 
+def _batch_of(rnd: Round, cfg: Config, tokens: int | None) -> bool:
+    """Is ``Try to allocate tokens`` this round's batch? Its admitted pieces plus at most
+    the resumed chunk's (the chunk budget spent before its first check)."""
+    if not rnd.decisions or tokens is None:
+        return False
+    new = sum(d.end - d.start for d in rnd.decisions
+              if d.decision in ("full", "truncated") and d.start is not None)
+    resumed = cfg.chunked_prefill_size - rnd.decisions[0].rem_chunk_tokens
+    return new <= tokens <= new + resumed and (tokens == new or resumed > 0)
+
+
 def _chunk_step(cfg: Config, done: int, seq_len: int, baseline: int) -> tuple[int, bool]:
     """The model's ``add_chunked_req`` sizing with nothing else in the batch."""
     size = sizing.resumed_piece(done, seq_len, cfg.chunked_prefill_size, baseline, cfg.align_size)
@@ -127,6 +138,16 @@ def _resumed_end(cfg: Config, start: int, spent: int) -> int | None:
     ``spent``: aligned down to the checkpoint align unless that would reach the start.
     None when no such piece exists (so it must have started elsewhere)."""
     return sizing.resumed_end_for(start, spent, cfg.page_size, cfg.align_size)
+
+
+def _oom_in_logged_round(rnd: Round) -> None:
+    """The request the out-of-memory is pinned on, as the scheduler reports it: the resumed
+    chunk if any, else the batch's last piece. Nothing was allocated, so no baseline after."""
+    resumed = [p for p in rnd.pieces if p.kind == "resumed"]
+    victim = (resumed or rnd.pieces or [None])[-1 if not resumed else 0]
+    rnd.oom["round"] = rnd.index
+    rnd.oom["rid"] = victim.rid if victim is not None else None
+    rnd.baseline_end = None
 
 
 def _oom_start(cfg: Config, chunked, base_end: Prov | None, tokens: int) -> tuple[int, bool]:
@@ -551,7 +572,8 @@ class Rebuilder:
         """The logged out-of-memory: the chunked request's piece of that size."""
         oom = rnd.oom
         if rnd.decisions or (rnd.as_writes and self._last is rnd):
-            return  # already placed with its adder lines or its writes
+            _oom_in_logged_round(rnd)  # the batch placed with its adder lines could not be allocated
+            return
         # an out-of-memory without its size says only that it happened
         if not self.chunked or oom["tokens"] is None:
             self._emit(rnd)

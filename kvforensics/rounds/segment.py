@@ -22,7 +22,8 @@ FIELDS = (
     "kind", "file", "line", "time", "rid", "seq_len", "prefix_len", "host_hit_len",
     "rem_chunk_tokens", "baseline", "rem_total_tokens", "cur_rem_tokens", "decision",
     "result", "extend_start", "extend_end", "loaded", "blocks", "block_size", "oom_tokens",
-    "oom_available", "oom_available_size", "oom_evictable_size",
+    "oom_available", "oom_available_size", "oom_evictable_size", "oom_swa_available",
+    "oom_mamba_available",
 )  # fmt: skip
 
 
@@ -30,6 +31,12 @@ def rows_of(frame) -> Iterator[dict]:
     """A frame of rebuild events as rows of the columns the rebuild reads."""
     cols = [c for c in FIELDS if c in frame.columns]
     return frame.select(cols).iter_rows(named=True)
+
+
+def _batch_of(rnd: Round, cfg: Config, tokens: int | None) -> bool:
+    from kvforensics.rounds.rebuild import _batch_of as batch_of
+
+    return batch_of(rnd, cfg, tokens)
 
 
 class Segmenter:
@@ -151,12 +158,14 @@ class Segmenter:
             "evictable_size": ev["oom_evictable_size"],
             "where": where(ev),
             "time": ev["time"].isoformat(sep=" ") if ev["time"] else None,
+            "swa_available": ev.get("oom_swa_available"),
+            "mamba_available": ev.get("oom_mamba_available"),
         }
         #: the last out-of-memory line (its round and rid are set once it is placed)
         self.oom = oom
         cur = self.cur
         done = None
-        if cur is None or cur.forwarded or cur.decisions:
+        if cur is None or cur.forwarded or not _batch_of(cur, self.cfg, oom["tokens"]):
             done = self._new(ev["time"])
         self.cur.oom = oom
         return done
