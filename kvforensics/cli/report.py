@@ -21,6 +21,7 @@ from kvforensics.cli._inputs import (
 )
 from kvforensics.errors import InputError
 from kvforensics.outputs import check_output
+from kvforensics.report import manifest
 from kvforensics.report.figures import HISTORY_ROUNDS
 from kvforensics.report.inputs import are_logs, replay_inputs, run_scenario
 from kvforensics.report.report import write_report
@@ -55,6 +56,7 @@ def report(
     """Write report.md, figures, ledgers and events (Parquet and CSV) for a replay or a scenario."""
     names = split_policies(policy)
     check_output(out, inputs, directory=True)
+    manifest.claim(out, [], force)  # a non-empty OUT is refused before any work
     opts = LogOptions(page_size, align, chunk_size, pool_size, rank, formats, transfer_seconds)
     if are_logs(inputs):
         rr, results = replay_inputs(inputs, names, **opts.replay_kwargs())

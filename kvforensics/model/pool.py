@@ -74,6 +74,7 @@ class PagePool:
         "_evict_total",
         "_evictable",
         "_locked",
+        "_stuck",
         "cache_kind",
         "free",
         "held",
@@ -93,15 +94,19 @@ class PagePool:
         evictable: dict[str, int] | None = None,
         cache_kind: str = "hybrid",
         record: bool = True,
+        unevictable: int = 0,
     ):
         evictable = dict(evictable or {})
         # Real pools hold whole pages; hand-written examples (the postmortem's "12000
         # free") need not, and the arithmetic does not depend on it.
         if free < 0 or any(n < 0 for n in evictable.values()):
             raise ValueError("free and evictable sizes must be >= 0")
-        if free + sum(evictable.values()) > size:
+        if unevictable < 0:
+            raise ValueError("unevictable must be >= 0")
+        if free + sum(evictable.values()) + unevictable > size:
             raise ValueError(
-                f"free {free} + evictable {sum(evictable.values())} exceed the pool ({size})"
+                f"free {free} + evictable {sum(evictable.values()) + unevictable} exceed the "
+                f"pool ({size})"
             )
         self.page_size = page_size
         self.size = size
@@ -110,6 +115,9 @@ class PagePool:
             (k, n) for k, n in evictable.items() if n
         )
         self._evict_total = sum(self._evictable.values())
+        #: cache the tree counts as evictable but eviction cannot free when the allocation
+        #: comes (locked by requests in flight): in the baseline, never in free
+        self._stuck = unevictable
         self._locked: dict[str, list[int]] = {}  # key -> [tokens, refs]
         self.held: dict[str, int] = {}
         self.cache_kind = cache_kind
@@ -122,10 +130,10 @@ class PagePool:
         return self.free
 
     def evictable_size(self) -> int:
-        return self._evict_total
+        return self._evict_total + self._stuck
 
     def baseline(self) -> int:
-        return self.free + self._evict_total
+        return self.free + self._evict_total + self._stuck
 
     def cached(self, key: str) -> int:
         """Tokens of cache entry ``key`` still on the device (evictable or locked)."""
@@ -221,7 +229,7 @@ class PagePool:
         # SGLang evicts what it can before giving up, so the message shows it as free.
         self._evict(self._evict_total)
         self._op("oom", tokens=tokens)
-        raise PrefillOutOfMemory(tokens, self.free, self._evict_total, self.cache_kind)
+        raise PrefillOutOfMemory(tokens, self.free, self._evict_total + self._stuck, self.cache_kind)
 
     # -- after the forward ----------------------------------------------------
     def release(self, owner: str, entries: tuple[tuple[str, int], ...]) -> None:
@@ -246,7 +254,7 @@ class PagePool:
     def check(self) -> None:
         """Invariant: every slot is free, evictable, locked or held, exactly once."""
         locked = sum(n for n, _ in self._locked.values())
-        total = self.free + self._evict_total + locked + sum(self.held.values())
+        total = self.free + self._evict_total + self._stuck + locked + sum(self.held.values())
         assert self._evict_total == sum(self._evictable.values()), "evictable total drifted"
         assert total <= self.size, f"pool over-committed: {total} > {self.size}"
         assert self.free >= 0 and self._evict_total >= 0

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import polars as pl
 
-from kvforensics.causes import Cause, find_causes
+from kvforensics.causes import Cause, Mechanism, classify, find_causes
+from kvforensics.causes.pools import readings
 from kvforensics.errors import InputError
 from kvforensics.logs import ParseSummary, iter_events, load_catalogue
 from kvforensics.model import PrefillNode, RunResult, Timing
@@ -183,13 +184,17 @@ def _run_policies(rr: ReplayResult, events, policies: list[str], transfer_second
             + " (observed falls of the baseline; held to the end of the run)"
         )
 
+    stuck = _unevictable(rb, start, rr.assumptions)
+
     def build(policy: str, seconds: float | None = None):
         t, inf = timing, inflight
         if seconds is not None:  # same transfers, each ending ``shift`` later
             shift = seconds - timing.transfer_latency_s
             t = replace(timing, transfer_latency_s=seconds)
             inf = [(rid, n, at + shift) for rid, n, at in inflight]
-        return node_at(rb, start, policy, inflight=inf, timing=t, outside=outside)
+        return node_at(
+            rb, start, policy, inflight=inf, timing=t, outside=outside, unevictable=stuck
+        )
 
     rr.build_node = build
     for policy in dict.fromkeys(["prefix", *policies]):
@@ -203,6 +208,23 @@ def _run_policies(rr: ReplayResult, events, policies: list[str], transfer_second
             o["tokens"],
             o["available"],
         )
+
+
+def _unevictable(rb: Rebuild, start, notes: list[str]) -> int:
+    """Cache the out-of-memory line still shows as evictable after the allocator evicted
+    what it could: it could not be freed. A fact of the world, like an outside allocation:
+    held from the start round, under every policy."""
+    o = rb.oom
+    if not o or classify(o.get("tokens"), readings(o)).mechanism is not Mechanism.EVICTION_SHORTFALL:
+        return 0
+    stuck = o.get("evictable_size") or 0
+    if stuck:
+        notes.append(
+            f"{stuck} slots of cache could not be evicted ({o.get('where')}: still evictable "
+            f"after the allocator evicted what it could); held so from round {start.index} "
+            "under every policy (inferred)"
+        )
+    return stuck
 
 
 def _start_round(rb: Rebuild):

@@ -30,6 +30,7 @@ def node_at(
     timing: Timing | None = None,
     start_time: float = 0.0,
     outside: dict[int, int] | None = None,
+    unevictable: int = 0,
 ) -> PrefillNode:
     """A node at the start of ``rnd``: its baseline, its chunked request, its queue."""
     cfg: Config = rb.cfg
@@ -48,9 +49,10 @@ def node_at(
     pool = PagePool(
         page_size=cfg.page_size,
         size=cfg.pool_size,
-        free=max(0, base - sum(drops.values())),
+        free=max(0, base - sum(drops.values()) - unevictable),
         evictable=evictable,
         cache_kind=cfg.cache_kind,
+        unevictable=min(unevictable, base),
     )
     pool.lock(tuple(f"shared:{rid}" for rid in shared))
     waiting = []

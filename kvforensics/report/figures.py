@@ -163,14 +163,22 @@ def _pool_panel(ax, names, res: RunResult, lo: float, focus, history) -> None:
     if res.oom is not None:
         o = res.oom
         ax.plot([o.round], [res.pool.size], marker="X", ms=13, color=COLORS["oom"], ls="none")
+        # written left of the replayed rounds, where the per-round labels are not
         ax.annotate(
-            f"{o.rid} needs {o.tokens:,}, {o.available:,} available",
-            (o.round, res.pool.size), xytext=(-12, 8), textcoords="offset points", ha="right",
-            color=COLORS["oom"], fontsize=10, fontweight="bold",
+            f"out of memory: {o.rid} needs {o.tokens:,}, {o.available:,} available",
+            (o.round, res.pool.size), xytext=(pts[0][0] - 0.7, (res.pool.size + lo) / 2),
+            ha="right", va="center", color=COLORS["oom"], fontsize=10, fontweight="bold",
+            arrowprops={"arrowstyle": "->", "color": COLORS["oom"]},
         )  # fmt: skip
         title = f"{label}: out of memory in round {o.round}"
     else:
         title = f"{label}: no out of memory"
+    over = [x for x, u, _, t in pts if u + t > res.pool.size]
+    if over:
+        title += f"; in use + promised exceeds the pool from round {over[0]}"
+    for x, u, _, t in pts:
+        if t:  # the promise is thin on this scale: say how much it is
+            ax.text(x, u + t, f"+{t:,}", ha="center", va="bottom", fontsize=9, color=COLORS["tail"])
     ax.set_title(title, fontsize=12, loc="left", color=COLORS["oom"] if res.oom else "black")
     ax.set_ylabel("KV slots", fontsize=11)
     ax.tick_params(labelsize=10)
@@ -249,6 +257,8 @@ def plot_waterfall(
         zoomed = _zoom_inset(ax, steps)
         _draw_steps(ax, steps, quiet_from=zoomed)
         ax.set_xlim(-0.5, len(steps) - 0.5)
+        lo, hi = ax.get_ylim()
+        ax.set_ylim(lo - 0.06 * (hi - lo), hi)  # room for the labels under the lowest bars
         title = f"{p}: ends with rem_total_tokens {end:,}"
         if tail:
             title += f"; {end - tail:,} once the unreserved tail of {tail:,} is counted"
@@ -263,8 +273,11 @@ def plot_waterfall(
         fontsize=14,
         y=1 - 0.1 / h,
     )
-    key = "   ".join(f"{v} = {k}" for k, v in letters.items())
-    fig.text(0.5, 1 - 0.5 / h, f"in the order the adder saw them: {key}", ha="center", fontsize=11)
+    key = "   ".join(f"{v} = {k}" for k, v in letters.items() if k != v)
+    if key:
+        fig.text(
+            0.5, 1 - 0.5 / h, f"in the order the adder saw them: {key}", ha="center", fontsize=11
+        )
     fig.tight_layout(rect=(0, 0, 1, 1 - 0.75 / h))
     return _save(fig, path)
 
@@ -296,6 +309,9 @@ def _letters(data) -> dict[str, str]:
     """A, B, C... for the requests, in the order the adder first saw them (the
     postmortem's names); labels stay short enough to sit side by side."""
     out: dict[str, str] = {}
+    rids = {b[0].split("\n", 1)[0] for _, bars, _, _ in data for b in bars}
+    if all(len(r) <= 3 for r in rids):  # already short: keep the names
+        return {r: r for r in rids}
     for _, bars, _, _ in data:
         for label, _, _ in bars:
             rid = label.split("\n", 1)[0]

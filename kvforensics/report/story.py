@@ -89,7 +89,7 @@ def summary(rr: ReplayResult, names: list[str]) -> list[str]:
             f"{o.get('rid')} tried to allocate {o['tokens']} tokens with {o['available']} "
             f"available in round {o.get('round')}{_ref(o.get('where'))}."
         )
-    held = [c for c in getattr(rr, "causes", None) or [] if c.held]
+    held = [c for c in rr.causes if c.held]
     if held:
         out.append("Cause: " + "; ".join(f"{c.summary} (`{c.id}`)" for c in held) + ".")
     rep = {True: "reproduces it", False: "does **not** reproduce it", None: ""}[rr.reproduced]
@@ -259,11 +259,11 @@ def out_of_memory(rr: ReplayResult, rc: dict) -> list[str]:
 def story(rr: ReplayResult, rc: dict | None) -> list[str]:
     """The events in the order they happened when the unreserved tail is the cause; for
     any other cause the catalogue's own story (`kvforensics.causes`)."""
-    tail = rr.cause("unreserved_tail") if hasattr(rr, "cause") else None
+    tail = rr.cause("unreserved_tail")
     if rc is None or (tail is not None and not tail.held):
         from kvforensics.replay import verdict_text
 
-        lines = verdict_text(rc, rr.observed_oom, rr.results, getattr(rr, "causes", None))
+        lines = verdict_text(rc, rr.observed_oom, rr.results, rr.causes)
         return ["## What happened", "", *lines, ""]
     return [
         "## What happened",
@@ -301,8 +301,21 @@ def outcomes(rr: ReplayResult, names: list[str]) -> str:
 
 def _delay(d: dict) -> str:
     if d["delay_s"] is None:
+        if d["finished_round"] is not None and d["base_finished_round"] is None:
+            return f"finishes in round {d['finished_round']} (never under `prefix`)"
         return d["note"] or "-"
     return f"{d['delay_s']:+.2f} s (round {d['base_finished_round']} -> {d['finished_round']})"
+
+
+def _delay_table(r: CostReading) -> str:
+    """One row per request whose first token moves under some policy, a column each."""
+    pols = list(r.delays)
+    rids = sorted({d["rid"] for ds in r.delays.values() for d in ds})
+    if not rids:
+        return "No request's first token moves."
+    cell = {(p, d["rid"]): _delay(d) for p, ds in r.delays.items() for d in ds}
+    rows = [[rid, *(cell.get((p, rid), "same") for p in pols)] for rid in rids]
+    return _fmt.md_table(["request", *(f"`{p}`" for p in pols)], rows)
 
 
 def costs(rr: ReplayResult, names: list[str], readings: list[CostReading]) -> list[str]:
@@ -322,13 +335,7 @@ def costs(rr: ReplayResult, names: list[str], readings: list[CostReading]) -> li
             f"taking {used.seconds:.2f} s ({rr.transfer.how}):",
             "",
         ]
-        rows = [[d["rid"], f"`{p}`", _delay(d)] for p, ds in used.delays.items() for d in ds]
-        out += [
-            _fmt.md_table(["request", "policy", "first token"], rows)
-            if rows
-            else "No request's first token moves.",
-            "",
-        ]
+        out += [_delay_table(used), ""]
     out += ["How the replay's clock was set (from `replay`):", ""]
     out += [f"- {a}" for a in rr.assumptions]
     out.append("")
@@ -385,7 +392,7 @@ def limits(rr: ReplayResult, names: list[str]) -> list[str]:
 
 def causes_table(rr: ReplayResult) -> list[str]:
     """Every cause the catalogue checked, held or not, with its evidence."""
-    found = getattr(rr, "causes", None) or []
+    found = rr.causes
     if not found:
         return []
     said = {True: "held", False: "ruled out", None: "cannot tell"}

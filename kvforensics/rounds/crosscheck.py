@@ -41,16 +41,19 @@ def _align(rounds: list[Round], lines: list[dict], same) -> list[tuple[Round | N
 
 
 def _resync(rounds, lines, i, j, same, reach: int = 3, run: int = 3):
-    """The fewest rounds (or lines) to skip so that the next ``run`` pairs agree."""
+    """The fewest rounds (or lines) to skip so that the next ``run`` pairs agree, taken
+    from the side that has more left."""
 
     def agrees(a: int, b: int) -> bool:
         n = min(run, a + 1, b + 1)
         return n > 0 and all(same(rounds[a - k], lines[b - k]) for k in range(n))
 
+    # Skip only from the side with more left: with as many rounds as lines, a pair that
+    # disagrees is a disagreement, not a missing round.
     for k in range(1, reach + 1):
-        if i - k >= 0 and agrees(i - k, j):
+        if i > j and i - k >= 0 and agrees(i - k, j):
             return (k, 0)
-        if j - k >= 0 and agrees(i, j - k):
+        if j > i and j - k >= 0 and agrees(i, j - k):
             return (0, k)
     return None
 

@@ -246,10 +246,24 @@ def _segment(rows: list[dict], cfg: Config) -> tuple[list[Round], dict | None]:
                 "evictable_size": ev["oom_evictable_size"],
                 "where": where(ev),
                 "time": ev["time"].isoformat(sep=" ") if ev["time"] else None,
+                "swa_available": ev.get("oom_swa_available"),
+                "mamba_available": ev.get("oom_mamba_available"),
             }
-            cur = new(ev["time"]) if cur is None or cur.forwarded or cur.decisions else cur
+            if cur is None or cur.forwarded or not _batch_of(cur, cfg, oom["tokens"]):
+                cur = new(ev["time"])
             cur.oom = oom
     return rounds, oom
+
+
+def _batch_of(rnd: Round, cfg: Config, tokens: int | None) -> bool:
+    """Is ``Try to allocate tokens`` this round's batch? Its admitted pieces plus at most
+    the resumed chunk's (the chunk budget spent before its first check)."""
+    if not rnd.decisions or tokens is None:
+        return False
+    new = sum(d.end - d.start for d in rnd.decisions
+              if d.decision in ("full", "truncated") and d.start is not None)
+    resumed = cfg.chunked_prefill_size - rnd.decisions[0].rem_chunk_tokens
+    return new <= tokens <= new + resumed and (tokens == new or resumed > 0)
 
 
 def _chunk_step(cfg: Config, done: int, seq_len: int, baseline: int) -> tuple[int, bool]:
@@ -328,6 +342,16 @@ def _resumed_end(cfg: Config, start: int, spent: int) -> int | None:
         if cfg.ceil_page(end - start) == spent:
             return end
     return None
+
+
+def _oom_in_logged_round(rnd: Round) -> None:
+    """The request the out-of-memory is pinned on, as the scheduler reports it: the resumed
+    chunk if any, else the batch's last piece. Nothing was allocated, so no baseline after."""
+    resumed = [p for p in rnd.pieces if p.kind == "resumed"]
+    victim = (resumed or rnd.pieces or [None])[-1 if not resumed else 0]
+    rnd.oom["round"] = rnd.index
+    rnd.oom["rid"] = victim.rid if victim is not None else None
+    rnd.baseline_end = None
 
 
 def _oom_start(cfg: Config, chunked, base_end: Prov | None, tokens: int) -> tuple[int, bool]:
@@ -727,6 +751,10 @@ def rebuild_rounds(
                 rnd.index = len(out)
                 out.append(rnd)
                 rnd.oom["round"] = rnd.index
+            else:
+                # The batch this round's adder decided could not be allocated.
+                _oom_in_logged_round(rnd)
+                chunked = None
     if oom is not None and "round" not in oom:
         oom["round"] = out[-1].index if out else None
     for i, r in enumerate(out):

@@ -65,11 +65,14 @@ class Incident:
         return paths
 
 
-def _held_pool(cfg: Config, free: int, senders: int, done_at: float) -> tuple[PagePool, list]:
-    """A pool with ``free`` slots; the rest held by ``senders`` requests in KV transfer,
-    which finish one a second from ``done_at``."""
-    pool = PagePool(page_size=cfg.page_size, size=cfg.pool_size, free=free)
-    share = (cfg.pool_size - free) // senders // cfg.page_size * cfg.page_size
+def _held_pool(
+    cfg: Config, free: int, senders: int, done_at: float, unevictable: int = 0
+) -> tuple[PagePool, list]:
+    """A pool with ``free`` slots (and ``unevictable`` cache); the rest held by ``senders``
+    requests in KV transfer, which finish one a second from ``done_at``."""
+    pool = PagePool(page_size=cfg.page_size, size=cfg.pool_size, free=free,
+                    unevictable=unevictable)
+    share = (cfg.pool_size - free - unevictable) // senders // cfg.page_size * cfg.page_size
     flight = []
     for i in range(senders):
         pool.held[f"sent-{i}"] = share
@@ -158,7 +161,27 @@ def page_granularity(*, page: int = 64, align: int = 256, chunk: int = 4096) -> 
     return inc
 
 
+def eviction_shortfall(
+    *, page: int = 64, align: int = 256, chunk: int = 4096, free: int = 2048,
+    stuck: int = 8192, seq: int = 6000,
+) -> Incident:
+    """Cache that the tree counts as evictable but that eviction cannot free (locked by
+    requests in flight): the memory check passes on free + evictable, the allocation finds
+    only the free part, and the message shows ``free < N <= free + evictable``."""
+    cfg = Config(page_size=page, chunked_prefill_size=chunk, max_prefill_tokens=4 * chunk,
+                 pool_size=65536, align_size=align)
+    timing = Timing(round_overhead_s=1.0, transfer_latency_s=30.0)
+
+    def build(policy: str) -> PrefillNode:
+        pool, flight = _held_pool(cfg, free, 4, 30.0, unevictable=stuck)
+        return PrefillNode(cfg, get_policy(policy), pool, waiting=[Request("as-big", seq)],
+                           inflight=flight, timing=timing)
+
+    return Incident("eviction_shortfall", ("eviction_shortfall",), cfg, build, "as-big", ())
+
+
 INCIDENTS: dict[str, Callable[..., Incident]] = {
+    "eviction_shortfall": eviction_shortfall,
     "external_allocation": external_allocation,
     "unreserved_tail": unreserved_tail,
     "page_granularity": page_granularity,

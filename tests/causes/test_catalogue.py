@@ -50,3 +50,11 @@ def test_park_avoids_the_incident_at_a_first_token_cost(incident):
     assert park.oom is None
     delays = {x["rid"]: x for x in incident.as_dict()["policies"]["park"]["delays"]}
     assert delays["as-xpkq7d03n5"]["delay_s"] == pytest.approx(4.0)
+
+
+def test_verdict_says_plainly_when_no_known_cause_holds(incident):
+    causes = [type(c)(c.id, False if c.held else c.held, "ruled out") for c in incident.causes]
+    observed = incident.observed_oom
+    lines = verdict_text(None, observed, incident.results, causes)
+    assert lines[0].startswith("No known cause explains the out-of-memory in round 7750")
+    assert not any("Three conditions" in line for line in lines)

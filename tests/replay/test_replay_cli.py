@@ -254,3 +254,13 @@ def test_cut_log_is_replayed_as_far_as_it_goes(tmp_path):
     assert d["log"]["files"][0]["cut_last_line"] is True
     assert d["observed_oom"] is None
     assert d["fidelity"]["rounds_checked"] > 5000 and d["fidelity"]["mismatches"] == []
+
+
+def test_one_missing_batch_line_is_one_local_finding(tmp_path):
+    lines = (INC / "pp3.log").read_text().splitlines(keepends=True)
+    batch = [i for i, line in enumerate(lines) if "Prefill batch" in line]
+    del lines[batch[len(batch) // 2]]
+    (tmp_path / "pp3.log").write_text("".join(lines))
+    d = json.loads(cli("replay", INC / "pp0.log", tmp_path / "pp3.log", "--format", "json").stdout)
+    assert d["reproduced"] is True
+    assert [c["what"] for c in d["contradictions"]] == ["batch line"]
