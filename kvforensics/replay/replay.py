@@ -20,6 +20,7 @@ from kvforensics.replay.stock import StockAnalysis, analyse_stock, fork_lines
 from kvforensics.replay.transfers import estimate_latency, frees_and_finishes
 from kvforensics.replay.verdict import first_token_delays
 from kvforensics.rounds import Rebuild, cross_check, read_config, rebuild_rounds
+from kvforensics.rounds.config import check_overrides
 from kvforensics.rounds.continuity import Drop, unexplained_drops
 from kvforensics.rounds.provenance import Prov
 
@@ -132,6 +133,7 @@ def replay_logs(
     """Logs -> replay. With `stock`, a log without adder lines gives the analysis of what
     it can tell (`StockAnalysis`) instead of an error."""
     cat = load_catalogue(formats)
+    check_overrides(overrides or {})
     summary = ParseSummary()
     frames = list(iter_events([Path(p) for p in paths], summary, progress=progress, catalogue=cat))
     events = pl.concat(frames, how="vertical") if frames else pl.DataFrame(schema=cat.schema())

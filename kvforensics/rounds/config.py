@@ -91,6 +91,11 @@ def read_config(
     return cfg, found
 
 
+def check_overrides(overrides: dict[str, int | None]) -> None:
+    """The sizes given as flags, each on its own, before any log is read."""
+    _check_sizes({n: Prov(v, GIVEN, [FLAGS[n]]) for n, v in overrides.items() if v is not None})
+
+
 def _check_sizes(found: dict[str, Prov]) -> None:
     """Sizes the model cannot run with: one line naming the value, where it came from and
     the flag that sets it."""
