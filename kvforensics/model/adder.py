@@ -88,44 +88,36 @@ class PrefillAdder:
             reserved = self.policy.after_truncation(b, req.seq_len - size.end, cfg, self.deciding)
             self.new_chunked = req
         self.pieces.append((req, start, size.end))
-        self.step += 1
-        return self._record(
-            Step(
-                round=self.round,
-                step=self.step,
-                call="add_chunked_req",
-                rid=req.rid,
-                seq_len=req.seq_len,
-                device_prefix=req.device_prefix,
-                host_hit=req.host_hit,
-                baseline=base,
-                baseline_after=base,
-                total_offset_before=t0,
-                total_offset_after=b.total_offset,
-                cur_offset_before=c0,
-                cur_offset_after=b.cur_offset,
-                rem_total_tokens=base - t0,
-                cur_rem_tokens=base - c0,
-                rem_chunk_tokens=chunk0,
-                rem_chunk_after=b.rem_chunk,
-                decision="resumed",
-                start=start,
-                end=size.end,
-                load_back=0,
-                budget_state=b.state(base).value,
-                reserved_tail=reserved,
-                forced=size.forced,
-                unaligned_end=size.unaligned_end,
-                tail_need=tail_need if size.truncated else None,
-                rem_input_tokens=input0,
-                rem_input_after=b.rem_input,
-            )
+        return self._chunked_record(
+            req, base, t0, c0, chunk0, input0,
+            decision="resumed",
+            start=start,
+            end=size.end,
+            reserved_tail=reserved,
+            forced=size.forced,
+            unaligned_end=size.unaligned_end,
+            tail_need=tail_need if size.truncated else None,
         )
 
     def _park(self, req: Request, base: int, t0: int, c0: int, chunk0: int, input0: int) -> Step:
         """No piece this round: the request stays chunked, nothing is charged, and the
         budget (memory gone) keeps the waiting queue out too."""
         self.new_chunked = req
+        return self._chunked_record(
+            req, base, t0, c0, chunk0, input0,
+            decision="parked",
+            start=req.done,
+            end=req.done,
+            reserved_tail=0,
+            forced=False,
+            reason=f"rem_total_tokens {base - t0} <= 0: parked",
+        )
+
+    def _chunked_record(
+        self, req: Request, base: int, t0: int, c0: int, chunk0: int, input0: int, **what
+    ) -> Step:
+        """The record of one `add_chunked_req` call: the budgets before (given) and after
+        (read now), and what the call did (``what``: decision, piece, reservation)."""
         b = self.budget
         self.step += 1
         return self._record(
@@ -147,16 +139,11 @@ class PrefillAdder:
                 cur_rem_tokens=base - c0,
                 rem_chunk_tokens=chunk0,
                 rem_chunk_after=b.rem_chunk,
-                decision="parked",
-                start=req.done,
-                end=req.done,
                 load_back=0,
                 budget_state=b.state(base).value,
-                reserved_tail=0,
-                forced=False,
-                reason=f"rem_total_tokens {base - t0} <= 0: parked",
                 rem_input_tokens=input0,
                 rem_input_after=b.rem_input,
+                **what,
             )
         )
 
