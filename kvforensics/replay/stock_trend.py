@@ -5,23 +5,12 @@ from __future__ import annotations
 
 import polars as pl
 
+from kvforensics.rounds.batches import FIELDS as BATCH_FIELDS
 from kvforensics.rounds.provenance import where
 
-#: per-line fields shown, in this order, when the lines print them
-SHOWN = (
-    "new_seq",
-    "new_token",
-    "cached_token",
-    "token_usage",
-    "swa_token_usage",
-    "mamba_usage",
-    "running_req",
-    "queue_req",
-    "transferring_req",
-    "inflight_req",
-    "prealloc_req",
-    "pending_token",
-)
+#: per-line fields shown, in this order, when the lines print them: a batch round's
+#: fields, then the PD queues' depths
+SHOWN = (*BATCH_FIELDS, "prealloc_req", "pending_token")
 DEPTHS = ("queue_req", "transferring_req", "inflight_req", "running_req")
 TREND_LINES = 8
 
