@@ -51,7 +51,7 @@ def forced_resume(rr) -> Cause:
     rnd = _oom_round(rb)
     if rnd is None:
         return Cause("forced_resume", False, "no out-of-memory in these logs")
-    rid = rb.oom.get("rid")
+    rid = rb.oom.rid
     piece = next((p for p in rnd.pieces if p.kind == "resumed" and p.rid == rid), None)
     if piece is None:
         return Cause(
@@ -102,7 +102,7 @@ def forced_resume(rr) -> Cause:
     story = [
         f"In round {rnd.index} add_chunked_req found rem_total_tokens {base} <= 0 and took "
         f"rem_chunk_tokens ({chunk}) anyway for {rid}'s piece [{piece.start}, {piece.end}), not "
-        f"its last (seq_len {seq}): allocating {rb.oom['tokens']} tokens with "
-        f"{rb.oom['available']} available failed."
+        f"its last (seq_len {seq}): allocating {rb.oom.tokens} tokens with "
+        f"{rb.oom.available} available failed."
     ]
     return Cause("forced_resume", True, summary, evidence, rnd.index, figures, story)

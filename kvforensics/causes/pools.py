@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from kvforensics.causes.arithmetic import Mechanism, PoolReading, classify
 from kvforensics.causes.cause import Cause
+from kvforensics.rounds.records import LoggedOom
 
 #: cause id -> the family of the message's arithmetic that shows it
 FAMILIES = {
@@ -14,31 +15,30 @@ FAMILIES = {
 }
 
 
-def readings(oom: dict) -> list[PoolReading]:
+def readings(oom: LoggedOom) -> list[PoolReading]:
     """The pool lines of a rebuilt out-of-memory record, the full pool first."""
     pools = []
-    if oom.get("available") is not None or oom.get("available_size") is not None:
+    if oom.available is not None or oom.available_size is not None:
         pools.append(
             PoolReading(
                 "full",
-                available=oom.get("available"),
-                free=oom.get("available_size"),
-                evictable=oom.get("evictable_size"),
+                available=oom.available,
+                free=oom.available_size,
+                evictable=oom.evictable_size,
             )
         )
-    for name in ("swa", "mamba"):
-        total = oom.get(f"{name}_available")
+    for name, total in (("swa", oom.swa_available), ("mamba", oom.mamba_available)):
         if total is not None:
             pools.append(PoolReading(name, available=total))
     return pools
 
 
-def pool_causes(oom: dict | None) -> list[Cause]:
+def pool_causes(oom: LoggedOom | None) -> list[Cause]:
     """One cause per family; held where the message's arithmetic shows it."""
     if not oom:
         return [Cause(cid, False, "no out-of-memory in these logs") for cid in FAMILIES]
-    got = classify(oom.get("tokens"), readings(oom))
-    where = [oom["where"]] if oom.get("where") else []
+    got = classify(oom.tokens, readings(oom))
+    where = [oom.where] if oom.where else []
     figures = {
         "requested": got.requested,
         "pool": got.pool,
@@ -56,6 +56,6 @@ def pool_causes(oom: dict | None) -> list[Cause]:
             held, summary = False, f"the message shows {got.mechanism.value}: {got.reason}"
         story = [f"The out-of-memory message's numbers: {got.reason}."] if held else []
         out.append(
-            Cause(cid, held, summary, [*where, got.reason], oom.get("round"), dict(figures), story)
+            Cause(cid, held, summary, [*where, got.reason], oom.round, dict(figures), story)
         )
     return out

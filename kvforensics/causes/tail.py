@@ -67,10 +67,8 @@ def _intruder(after: pl.DataFrame, fix, rnd: int) -> dict | None:
 
 
 def _time_of(rr, index: int) -> str | None:
-    rounds = rr.rebuild.rounds
-    if 0 <= index < len(rounds) and rounds[index].time is not None:
-        return rounds[index].time.isoformat(sep=" ")
-    return None
+    rnd = rr.rebuild.round_at(index)
+    return rnd.time.isoformat(sep=" ") if rnd is not None and rnd.time is not None else None
 
 
 def story(rc: dict) -> list[str]:

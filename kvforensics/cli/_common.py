@@ -45,12 +45,13 @@ def print_para(text: str, indent: int = 2, hang: int = 4) -> None:
     console.print(paragraph(text, console.width, indent, hang), highlight=False, markup=False)
 
 
-def print_contradictions(items: list[dict], limit: int) -> None:
-    """How many contradictions, then the first few, each a paragraph of its own."""
+def print_contradictions(items: list, limit: int) -> None:
+    """How many contradictions (``rounds.records.Contradiction``), then the first few,
+    each a paragraph of its own."""
     console.print(f"{len(items)} contradiction(s) in the evidence" + (":" if items else ""))
     for c in items[:limit]:
-        where = f"round {c['round']}: " if c.get("round") is not None else ""
-        print_para(f"{where}{c['what']}: {c['detail']}")
+        where = f"round {c.round}: " if c.round is not None else ""
+        print_para(f"{where}{c.what}: {c.detail}")
     if len(items) > limit:
         console.print(f"  ... and {len(items) - limit} more (--format json lists all)")
 

@@ -65,8 +65,9 @@ def replay(
     )  # fmt: skip
     progress = fmt != "json" and opts.progress()
     rr = replay_logs(
-        logs, split_policies(policy), progress=progress, stock=True, **opts.replay_kwargs()
-    )
+        logs, split_policies(policy), progress=progress, stock=True, stream=True,
+        whole_log=True, narrow=opts.narrow(), **opts.replay_kwargs(),
+    )  # fmt: skip
     if isinstance(rr, StockAnalysis):
         _print_stock(rr, fmt)
     d = rr.as_dict()
@@ -115,8 +116,8 @@ def replay(
     console.print("[bold]Verdict[/]")
     for line in verdict_text(d["root_cause"], o, rr.results, rr.causes):
         print_para(line)
-    if d["contradictions"]:
-        print_contradictions(d["contradictions"], limit=5)
+    if rr.rebuild.contradictions:
+        print_contradictions(rr.rebuild.contradictions, limit=5)
     console.print("Assumptions:")
     for a in d["assumptions"]:
         print_para(a)

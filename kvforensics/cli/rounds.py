@@ -96,8 +96,8 @@ def rounds(
         console.print(f"0 rounds rebuilt from {source}", highlight=False)
     if rb.oom:
         console.print(
-            f"[red]out of memory[/] in round {rb.oom.get('round')} ({rb.oom.get('rid')}): "
-            f"Try to allocate {rb.oom['tokens']} tokens, {rb.oom['available']} available ({rb.oom['where']})"
+            f"[red]out of memory[/] in round {rb.oom.round} ({rb.oom.rid}): "
+            f"Try to allocate {rb.oom.tokens} tokens, {rb.oom.available} available ({rb.oom.where})"
         )
     print_contradictions(rb.contradictions, limit=10)
     console.print("✓ = cross-checked against another rank's lines")
@@ -143,8 +143,8 @@ def _write(logs: list[Path], output: Path, opts: LogOptions, narrow) -> None:
     oom = ls.rebuilder.oom if ls.rebuilder else None
     if oom:
         console.print(
-            f"[red]out of memory[/] in round {oom.get('round')} ({oom.get('rid')}): "
-            f"Try to allocate {oom['tokens']} tokens, {oom['available']} available ({oom['where']})"
+            f"[red]out of memory[/] in round {oom.round} ({oom.rid}): "
+            f"Try to allocate {oom.tokens} tokens, {oom.available} available ({oom.where})"
         )
     found = ls.rebuilder.contradictions if ls.rebuilder else []
     print_contradictions(found, limit=10)

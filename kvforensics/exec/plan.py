@@ -227,7 +227,7 @@ def plan_from_replay(paths: list[str], policy: str, **replay_kwargs) -> Plan:
     (``replay_kwargs`` go to `replay_logs`: sizes, rank, formats, transfer time)."""
     from kvforensics.replay import replay_logs
 
-    rr = replay_logs(list(paths), [policy], **replay_kwargs)
+    rr = replay_logs(list(paths), [policy], stream=True, **replay_kwargs)
     if rr.build_node is None:
         raise InputError("these logs hold no round to replay")
     node = rr.build_node(policy)

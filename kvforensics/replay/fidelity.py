@@ -1,8 +1,12 @@
-"""Does the model describe the code that ran? Each logged round re-run under ``prefix``."""
+"""Does the model describe the code that ran? Each logged round re-run under ``prefix``,
+as the rounds stream by (``FidelityCheck``), summed up in one ``Fidelity`` record."""
 
 from __future__ import annotations
 
-from kvforensics.rounds import Rebuild
+from dataclasses import dataclass, field, replace
+
+from kvforensics.model.ledger import Step
+from kvforensics.rounds import Round
 
 #: logged field -> ledger column
 FIELDS = {
@@ -15,46 +19,96 @@ FIELDS = {
     "cur_rem_tokens": "cur_rem_tokens",
     "rem_chunk_tokens": "rem_chunk_tokens",
 }
+#: fields a cut log may lack (the result line was never written)
+_MAY_LACK = ("decision", "start", "end", "result")
 
 
-def check_fidelity(rb: Rebuild, policy: str = "prefix") -> dict:
-    from kvforensics.replay.state import node_at
+@dataclass(frozen=True, slots=True)
+class Mismatch:
+    """A logged number the model gives otherwise (``rid`` None: the count of steps)."""
 
-    mismatches = []
-    checked = 0
-    for rnd in rb.rounds:
+    round: int
+    rid: str | None
+    field: str
+    logged: object
+    model: object
+    where: str | None = None
+
+    def as_dict(self) -> dict:
+        d = {"round": self.round, "rid": self.rid, "field": self.field,
+             "logged": self.logged, "model": self.model}  # fmt: skip
+        if self.where is not None:
+            d["where"] = self.where
+        return d
+
+
+@dataclass(frozen=True, slots=True)
+class Fidelity:
+    """The logged rounds re-run, what differed, and the baseline falls nothing explains."""
+
+    rounds_checked: int
+    mismatches: tuple[Mismatch, ...]
+    unexplained_drops: int | None = None
+
+    def with_drops(self, n: int) -> Fidelity:
+        return replace(self, unexplained_drops=n)
+
+    def as_dict(self) -> dict:
+        d = {"rounds_checked": self.rounds_checked,
+             "mismatches": [m.as_dict() for m in self.mismatches]}  # fmt: skip
+        if self.unexplained_drops is not None:
+            d["unexplained_drops"] = self.unexplained_drops
+        return d
+
+
+def compare(rnd: Round, steps: list[Step]) -> list[Mismatch]:
+    """The logged round against the model's steps of it."""
+    rows = [s for s in steps if s.call == "add_one_req"]
+    out = []
+    if len(rows) != len(rnd.decisions):
+        out.append(Mismatch(rnd.index, None, "steps", len(rnd.decisions), len(rows)))
+    for d, row in zip(rnd.decisions, rows, strict=False):
+        for logged, col in FIELDS.items():
+            want, got = getattr(d, logged), getattr(row, col)
+            if logged in ("start", "end") and d.decision == "rejected":
+                continue
+            if want is None and logged in _MAY_LACK:
+                continue
+            if want != got:
+                out.append(Mismatch(rnd.index, d.rid, logged, want, got, d.where))
+    return out
+
+
+@dataclass
+class FidelityCheck:
+    """Fed one rebuilt round at a time; ``result()`` is the record."""
+
+    known: object  # cfg and seq_lens (a ``Rebuild`` or the stream's own)
+    policy: str = "prefix"
+    checked: int = 0
+    mismatches: list[Mismatch] = field(default_factory=list)
+
+    def add(self, rnd: Round, steps: list[Step] | None = None) -> None:
+        """Re-run ``rnd`` (no-op without adder lines); ``steps``: a re-run of it under
+        this policy already made."""
         if not rnd.decisions:
-            continue
-        checked += 1
-        node = node_at(rb, rnd, policy)
-        node.step()
-        rows = [r for r in node.ledger.rows if r.call == "add_one_req"]
-        if len(rows) != len(rnd.decisions):
-            mismatches.append(
-                {
-                    "round": rnd.index,
-                    "rid": None,
-                    "field": "steps",
-                    "logged": len(rnd.decisions),
-                    "model": len(rows),
-                }
-            )
-        for d, row in zip(rnd.decisions, rows, strict=False):
-            for logged, col in FIELDS.items():
-                want, got = getattr(d, logged), getattr(row, col)
-                if logged in ("start", "end") and d.decision == "rejected":
-                    continue
-                if want is None and logged in ("decision", "start", "end", "result"):
-                    continue  # the result line was never written (the log is cut there)
-                if want != got:
-                    mismatches.append(
-                        {
-                            "round": rnd.index,
-                            "rid": d.rid,
-                            "field": logged,
-                            "logged": want,
-                            "model": got,
-                            "where": d.where,
-                        }
-                    )
-    return {"rounds_checked": checked, "mismatches": mismatches}
+            return
+        self.checked += 1
+        if steps is None:
+            from kvforensics.replay.state import node_at
+
+            node = node_at(self.known, rnd, self.policy)
+            node.step()
+            steps = node.ledger.rows
+        self.mismatches.extend(compare(rnd, steps))
+
+    def result(self) -> Fidelity:
+        return Fidelity(self.checked, tuple(self.mismatches))
+
+
+def check_fidelity(rb, policy: str = "prefix") -> Fidelity:
+    """Every logged round of ``rb`` re-run under ``policy``."""
+    check = FidelityCheck(rb, policy)
+    for rnd in rb.rounds:
+        check.add(rnd)
+    return check.result()

@@ -12,17 +12,19 @@ import polars as pl
 from kvforensics.causes import Cause, Mechanism, classify, find_causes
 from kvforensics.causes.pools import readings
 from kvforensics.errors import InputError
-from kvforensics.logs import ParseSummary, iter_events, load_catalogue
+from kvforensics.logs import load_catalogue
 from kvforensics.model import PrefillNode, RunResult, Timing
-from kvforensics.replay.fidelity import check_fidelity
+from kvforensics.replay.fidelity import Fidelity
+from kvforensics.replay.passes import WINDOW, RoundPass, Timed
 from kvforensics.replay.state import node_at
 from kvforensics.replay.stock import StockAnalysis, analyse_stock, fork_lines
-from kvforensics.replay.transfers import estimate_latency, frees_and_finishes
+from kvforensics.replay.transfers import estimate_latency
 from kvforensics.replay.verdict import first_token_delays
-from kvforensics.rounds import Rebuild, cross_check, read_config, rebuild_rounds
-from kvforensics.rounds.config import check_overrides
-from kvforensics.rounds.continuity import Drop, unexplained_drops
+from kvforensics.rounds import Rebuild, Round, cross_check, from_logs
+from kvforensics.rounds.continuity import Drop
 from kvforensics.rounds.provenance import Prov
+from kvforensics.rounds.records import Contradiction
+from kvforensics.rounds.stream import LogStream, Narrow, narrow_rounds
 
 EXIT_OK, EXIT_INPUT, EXIT_MISMATCH, EXIT_NOT_REPRODUCED = 0, 2, 3, 4
 #: a counterfactual that never drains its queue is cut off here
@@ -42,9 +44,10 @@ class TransferEstimate:
 @dataclass
 class ReplayResult:
     rebuild: Rebuild
+    #: the events read (a streamed replay keeps only the other ranks' and startup lines)
     events: pl.DataFrame
     summary: object
-    fidelity: dict
+    fidelity: Fidelity
     results: dict[str, RunResult]
     start_round: int | None
     assumptions: list[str] = field(default_factory=list)
@@ -58,6 +61,13 @@ class ReplayResult:
     drops: list[Drop] = field(default_factory=list)
     #: the cause catalogue's findings, in catalogue order
     causes: list[Cause] = field(default_factory=list)
+    #: whether any line's time carries milliseconds (what a measured transfer can resolve)
+    has_ms: bool = False
+    #: rounds rebuilt, and of them with adder lines (a streamed replay keeps only some)
+    rounds_seen: int = 0
+    logged_seen: int = 0
+    #: the whole-log findings (``scan.WholeLog``), when gathered in the replay's own pass
+    whole_log: object | None = None
 
     def cause(self, cid: str) -> Cause | None:
         return next((c for c in self.causes if c.id == cid), None)
@@ -67,17 +77,12 @@ class ReplayResult:
         o = self.rebuild.oom
         if not o:
             return None
-        return {
-            "round": o.get("round"),
-            "rid": o.get("rid"),
-            "tokens": o["tokens"],
-            "available": o["available"],
-        }
+        return {"round": o.round, "rid": o.rid, "tokens": o.tokens, "available": o.available}
 
     def exit_code(self) -> int:
         if self.observed_oom and self.reproduced is False:
             return EXIT_NOT_REPRODUCED
-        if self.fidelity["mismatches"] or self.rebuild.contradictions:
+        if self.fidelity.mismatches or self.rebuild.contradictions:
             return EXIT_MISMATCH
         return EXIT_OK
 
@@ -101,13 +106,13 @@ class ReplayResult:
             "config": cfg,
             "observed_oom": self.observed_oom,
             "reproduced": self.reproduced,
-            "fidelity": self.fidelity,
+            "fidelity": self.fidelity.as_dict(),
             "start_round": self.start_round,
             "policies": policies,
             "root_cause": self._root_cause(),
             "causes": [c.as_dict() for c in self.causes],
             "unexplained_drops": [d.as_dict() for d in self.drops],
-            "contradictions": self.rebuild.contradictions,
+            "contradictions": [c.as_dict() for c in self.rebuild.contradictions],
             "assumptions": self.assumptions,
         }
 
@@ -129,50 +134,116 @@ def replay_logs(
     progress: bool = False,
     formats: list[Path] | None = None,
     stock: bool = False,
+    narrow: Narrow | None = None,
+    stream: bool = False,
+    whole_log: bool = False,
+    window: int = WINDOW,
 ) -> ReplayResult | StockAnalysis:
-    """Logs -> replay. With `stock`, a log without adder lines gives the analysis of what
-    it can tell (`StockAnalysis`) instead of an error."""
-    cat = load_catalogue(formats)
-    check_overrides(overrides or {})
-    summary = ParseSummary()
-    frames = list(iter_events([Path(p) for p in paths], summary, progress=progress, catalogue=cat))
-    events = pl.concat(frames, how="vertical") if frames else pl.DataFrame(schema=cat.schema())
-    if events.height == 0 or not events.filter(pl.col("kind") == "adder_check").height:
-        if stock and not fork_lines(events, cat):  # a release's log: what it can tell
-            return analyse_stock(events, summary, cat, overrides)
-        if summary.decode_node:
-            raise InputError(
-                "these are a decode (or colocated) node's logs (Decode batch lines): "
-                "kvforensics replays prefill nodes"
-            )
-        hint = "" if fork_lines(events, cat) else "; `kvforensics replay` tells what this log shows"
-        raise InputError(
-            "no PrefillAdder lines in these logs, nothing to replay: give the deciding rank's "
-            f"(PP0) log of a build that prints them (upstream SGLang releases do not){hint}"
-        )
-    cfg, conf = read_config(events, overrides or {}, summary.unreadable_samples)
-    rb = rebuild_rounds(events, cfg, conf, rank=rank)
-    cross_check(rb, events)
-    fidelity = check_fidelity(rb)
-    rr = ReplayResult(rb, events, summary, fidelity, {}, None)
-    rr.drops = unexplained_drops(rb, rr.assumptions)
-    fidelity["unexplained_drops"] = len(rr.drops)
-    _run_policies(rr, events, policies, transfer_seconds)
+    """Logs -> replay. With ``stock``, a log without adder lines gives the analysis of what
+    it can tell (``StockAnalysis``) instead of an error. ``stream``: one pass in batches
+    that keeps only what the verdict, the causes and the forward runs need (``window``
+    recent rounds and the pinned ones; ``events`` then holds the other ranks' and startup
+    lines only); otherwise every event and round is kept (what ``report`` writes out).
+    ``whole_log``: gather the whole-log findings (``scan.WholeLog``) in the same pass.
+    ``narrow``: only the rounds within ``--since``/``--until`` are checked and replayed
+    (reading stops after ``--until``)."""
+    narrow = narrow or Narrow()
+    args = dict(overrides=overrides or {}, rank=rank, formats=formats, progress=progress)
+    if stream:
+        got = _streamed([Path(p) for p in paths], args, narrow, window, whole_log)
+    else:
+        got = _whole([Path(p) for p in paths], args, narrow, whole_log)
+    rr, ps = got
+    if rr is None:  # no adder line: ``ps`` is (events, summary)
+        return _unreplayable(*ps, formats, overrides, stock)
+    rr.drops = ps.continuity.drops(rr.rebuild.drops)
+    rr.assumptions.extend(ps.continuity.notes)
+    rr.fidelity = rr.fidelity.with_drops(len(rr.drops))
+    _run_policies(rr, ps, policies, transfer_seconds)
     rr.causes = find_causes(rr)
+    if ps.wholelog is not None:
+        rr.whole_log = ps.wholelog.finish(rr, _round_seconds(ps.timed))
     return rr
 
 
-def _run_policies(rr: ReplayResult, events, policies: list[str], transfer_seconds) -> None:
+def _whole(paths, args, narrow: Narrow, whole_log: bool):
+    logs = from_logs(paths, hold=True, narrow=narrow, **args)
+    if logs.rebuild is None:
+        return None, (logs.events, logs.summary)
+    rb = logs.rebuild
+    ps = RoundPass(rb.cfg, dict(rb.seq_lens), window=None, whole=whole_log)
+    for rnd in rb.rounds:
+        ps.add(rnd)
+    rr = ReplayResult(rb, logs.events, logs.summary, ps.fidelity.result(), {}, None)
+    rr.has_ms = _has_ms(logs.events)
+    rr.rounds_seen, rr.logged_seen = len(rb.rounds), ps.logged
+    return rr, ps
+
+
+def _streamed(paths, args, narrow: Narrow, window: int, whole_log: bool):
+    ls = LogStream(paths, args["overrides"], args["rank"], args["formats"], args["progress"],
+                   hold=True)  # fmt: skip
+    ps = None
+    for rnd in narrow_rounds(ls, narrow):
+        if ps is None:
+            ps = RoundPass(ls.cfg, ls.rebuilder.seq_lens, window=window, whole=whole_log)
+        ps.add(rnd)
+    if ls.unreplayable is not None:
+        return None, (ls.unreplayable, ls.summary)
+    if ps is None:  # no round at all
+        ps = RoundPass(ls.cfg, ls.rebuilder.seq_lens, window=window, whole=whole_log)
+    kept = ps.kept()
+    conf, changed = ls.settled_config()
+    rb = ls.rebuilder.collected(kept, {**conf, **ls.rebuilder.config()}, ls.rank)
+    if changed:
+        rb.contradictions.append(Contradiction(None, "configuration", changed))
+    rb.seq_lens = ps.kept_seq_lens(kept)
+    ps.keys.kept = {r.index: r for r in kept}
+    for rnd in cross_check(rb, ls.side, keys=ps.keys, spans=ls.spans):
+        ps.late(rnd)
+    rr = ReplayResult(rb, ls.side, ls.summary, ps.fidelity.result(), {}, None)
+    rr.has_ms = ls.has_ms
+    rr.rounds_seen = ls.rebuilder.count + (len(rb.rounds) - len(kept))
+    rr.logged_seen = ps.logged
+    return rr, ps
+
+
+def _unreplayable(events, summary, formats, overrides, stock: bool) -> StockAnalysis:
+    """Logs without adder lines: what a release's log tells, else why nothing can be
+    replayed, in one line."""
+    cat = load_catalogue(formats)
+    if stock and not fork_lines(events, cat):  # a release's log: what it can tell
+        return analyse_stock(events, summary, cat, overrides)
+    if summary.decode_node:
+        raise InputError(
+            "these are a decode (or colocated) node's logs (Decode batch lines): "
+            "kvforensics replays prefill nodes"
+        )
+    hint = "" if fork_lines(events, cat) else "; `kvforensics replay` tells what this log shows"
+    raise InputError(
+        "no PrefillAdder lines in these logs, nothing to replay: give the deciding rank's "
+        f"(PP0) log of a build that prints them (upstream SGLang releases do not){hint}"
+    )
+
+
+def _round_seconds(timed: Timed) -> float:
+    """The log's span over its timed rounds (1 s when it times fewer than two)."""
+    if timed.count < 2 or timed.last.time <= timed.first:
+        return 1.0
+    return timed.span() / (timed.count - 1)
+
+
+def _run_policies(rr: ReplayResult, ps: RoundPass, policies: list[str], transfer_seconds) -> None:
     """Every policy forward from the start round, the observed outside allocations
     replayed where they were seen (a fact of the world, not a decision)."""
     rb = rr.rebuild
-    start = _start_round(rb)
+    start, later = _start_round(rb, ps)
     if start is None:
         return
     rr.start_round = start.index
     readings: dict[str, float] = {}
     timing, inflight, how = _transfer_model(
-        rb, start, events, transfer_seconds, rr.assumptions, readings
+        rr, start, later, ps, transfer_seconds, readings
     )
     rr.transfer = TransferEstimate(timing.transfer_latency_s, how, readings)
 
@@ -201,13 +272,10 @@ def _run_policies(rr: ReplayResult, events, policies: list[str], transfer_second
         rr.results[policy] = build(policy).run(max_rounds=MAX_ROUNDS)
     if rb.oom:
         got = rr.results["prefix"].oom
-        o = rr.observed_oom
+        o = rb.oom
         rr.reproduced = bool(got) and (got.round, got.rid, got.tokens, got.available) == (
-            o["round"],
-            o["rid"],
-            o["tokens"],
-            o["available"],
-        )
+            o.round, o.rid, o.tokens, o.available,
+        )  # fmt: skip
 
 
 def _unevictable(rb: Rebuild, start, notes: list[str]) -> int:
@@ -215,37 +283,36 @@ def _unevictable(rb: Rebuild, start, notes: list[str]) -> int:
     what it could: it could not be freed. A fact of the world, like an outside allocation:
     held from the start round, under every policy."""
     o = rb.oom
-    if not o or classify(o.get("tokens"), readings(o)).mechanism is not Mechanism.EVICTION_SHORTFALL:
+    if not o or classify(o.tokens, readings(o)).mechanism is not Mechanism.EVICTION_SHORTFALL:
         return 0
-    stuck = o.get("evictable_size") or 0
+    stuck = o.evictable_size or 0
     if stuck:
         notes.append(
-            f"{stuck} slots of cache could not be evicted ({o.get('where')}: still evictable "
+            f"{stuck} slots of cache could not be evicted ({o.where}: still evictable "
             f"after the allocator evicted what it could); held so from round {start.index} "
             "under every policy (inferred)"
         )
     return stuck
 
 
-def _start_round(rb: Rebuild):
-    """The logged round where the request that ran out of memory was admitted; without an
-    out-of-memory, the last logged round."""
-    logged = [r for r in rb.rounds if r.decisions]
-    if not logged:
-        return None
-    if rb.oom and rb.oom.get("rid"):
-        for r in logged:
-            if any(d.rid == rb.oom["rid"] and d.decision == "truncated" for d in r.decisions):
-                return r
-    return logged[-1]
+def _start_round(rb: Rebuild, ps: RoundPass) -> tuple[Round | None, Timed | None]:
+    """The logged round where the request that ran out of memory was first truncated;
+    without an out-of-memory, the last logged round. With it, the timed rounds since."""
+    if ps.last_logged is None:
+        return None, None
+    if rb.oom and rb.oom.rid:
+        found = ps.truncation(rb.oom.rid)
+        if found is not None:
+            return found
+    return ps.last_logged, ps.since_logged
 
 
 def _transfer_model(
-    rb: Rebuild,
-    start,
-    events: pl.DataFrame,
+    rr: ReplayResult,
+    start: Round,
+    later: Timed,
+    ps: RoundPass,
     seconds: float | None,
-    notes: list[str],
     readings: dict[str, float],
 ) -> tuple[Timing, list[tuple[str, int, float]], str]:
     """Rounds last as long as the log says; KV transfers release memory after ``seconds``
@@ -255,18 +322,18 @@ def _transfer_model(
     being sent; the batch lines' ``#inflight-req`` says how many. With no frees observed
     until the crash, no transfer ended before it: that bounds the transfer time from below.
     """
-    later = [r for r in rb.rounds if r.index >= start.index and r.time is not None]
-    span = (later[-1].time - later[0].time).total_seconds() if len(later) > 1 else 0.0
+    rb, notes = rr.rebuild, rr.assumptions
+    span = later.span()
     # Round length from the rounds replayed, or from the whole log when they are too few.
-    timed = later if len(later) > 1 and span > 0 else [r for r in rb.rounds if r.time is not None]
-    whole = (timed[-1].time - timed[0].time).total_seconds() if len(timed) > 1 else 0.0
-    per_round = whole / (len(timed) - 1) if whole > 0 else 1.0
+    timed = later if later.count > 1 and span > 0 else ps.timed
+    whole = timed.span()
+    per_round = whole / (timed.count - 1) if whole > 0 else 1.0
     notes.append(
-        f"a round lasts {per_round:.2f} s (derived: {len(timed)} rounds over {whole:.0f} s of log time)"
+        f"a round lasts {per_round:.2f} s (derived: {timed.count} rounds over {whole:.0f} s of log time)"
         if whole > 0
         else "a round lasts 1.00 s (assumed: the log times no two rounds)"
     )
-    est = estimate_latency(*frees_and_finishes(rb, start.index))
+    est = estimate_latency(*ps.traffic.before(start.index))
     if est is not None:
         readings["median of the traffic before"] = est[0]
         readings["upper quartile of the traffic before"] = est[1][1]
@@ -276,7 +343,7 @@ def _transfer_model(
             "logged rounds paid out of finished requests in finishing order)"
             + (
                 "; the log's timestamps have 1 s resolution, so that is all it can resolve"
-                if est[1][1] <= 1.0 and not _has_ms(events)
+                if est[1][1] <= 1.0 and not rr.has_ms
                 else ""
             )
         )
@@ -284,41 +351,43 @@ def _transfer_model(
     if seconds is not None:
         notes.append(f"KV transfers take {seconds:.2f} s (given: --transfer-seconds)")
     else:
-        # When the logged OOM's availability is what the rounds since the start leave with
-        # no transfer ending, none ended: the transfer time is at least that span.
-        bound = None
-        if (
-            rb.oom
-            and later
-            and later[-1].baseline is not None
-            and rb.oom["available"] == later[-1].baseline.value
-        ):
-            bound = span + per_round
-        if bound is not None:
-            readings["no transfer ended before the crash (lower bound)"] = bound
-            seconds = max(bound, est[1][1]) if est else bound
-            notes.append(
-                f"KV transfers take {seconds:.2f} s (inferred: the out-of-memory line's "
-                f"{rb.oom['available']} available is what rounds {start.index}..{later[-1].index} "
-                f"leave if no transfer ended, so none did for {span:.0f} s"
-                + ("; slower than in the traffic before" if est and est[1][1] < bound else "")
-                + "; override with --transfer-seconds)"
-            )
-        elif est is not None:
-            how = "derived"
-            seconds = max(est[1][1], per_round)
-            notes.append(
-                f"KV transfers take {seconds:.2f} s (the traffic's upper quartile, at least a round)"
-            )
-        else:
-            how = "assumed"
-            seconds = span + per_round
-            notes.append(
-                f"KV transfers take {seconds:.2f} s (assumed: the log gives no measure; "
-                "override with --transfer-seconds)"
-            )
+        seconds, how = _transfer_seconds(rb, start, later, span, per_round, est, notes, readings)
     inflight = _inflight(rb, start, seconds, per_round, notes)
     return Timing(round_overhead_s=per_round, transfer_latency_s=seconds), inflight, how
+
+
+def _transfer_seconds(rb, start, later: Timed, span, per_round, est, notes, readings):
+    """When the logged OOM's availability is what the rounds since the start leave with no
+    transfer ending, none ended: the transfer time is at least that span."""
+    last = later.last
+    bound = None
+    if rb.oom and last is not None and last.baseline is not None and (
+        rb.oom.available == last.baseline.value
+    ):
+        bound = span + per_round
+    if bound is not None:
+        readings["no transfer ended before the crash (lower bound)"] = bound
+        seconds = max(bound, est[1][1]) if est else bound
+        notes.append(
+            f"KV transfers take {seconds:.2f} s (inferred: the out-of-memory line's "
+            f"{rb.oom.available} available is what rounds {start.index}..{last.index} "
+            f"leave if no transfer ended, so none did for {span:.0f} s"
+            + ("; slower than in the traffic before" if est and est[1][1] < bound else "")
+            + "; override with --transfer-seconds)"
+        )
+        return seconds, "inferred"
+    if est is not None:
+        seconds = max(est[1][1], per_round)
+        notes.append(
+            f"KV transfers take {seconds:.2f} s (the traffic's upper quartile, at least a round)"
+        )
+        return seconds, "derived"
+    seconds = span + per_round
+    notes.append(
+        f"KV transfers take {seconds:.2f} s (assumed: the log gives no measure; "
+        "override with --transfer-seconds)"
+    )
+    return seconds, "assumed"
 
 
 def _inflight(

@@ -67,8 +67,8 @@ def title(rr: ReplayResult) -> str:
     source = describe_rank(rr.events, rr.rebuild.rank, names_only=True)
     o = rr.rebuild.oom
     if o:
-        when = f", {o['time']}" if o.get("time") else ""
-        return f"Prefill KV out of memory on {source}{when}: {o.get('rid')}"
+        when = f", {o.time}" if o.time else ""
+        return f"Prefill KV out of memory on {source}{when}: {o.rid}"
     return f"Replay of {source}: no out of memory"
 
 
@@ -86,8 +86,8 @@ def summary(rr: ReplayResult, names: list[str]) -> list[str]:
     out = []
     if o:
         out.append(
-            f"{o.get('rid')} tried to allocate {o['tokens']} tokens with {o['available']} "
-            f"available in round {o.get('round')}{_ref(o.get('where'))}."
+            f"{o.rid} tried to allocate {o.tokens} tokens with {o.available} "
+            f"available in round {o.round}{_ref(o.where)}."
         )
     held = [c for c in rr.causes if c.held]
     if held:
@@ -113,7 +113,7 @@ def summary(rr: ReplayResult, names: list[str]) -> list[str]:
 
 
 def _decisions(rr: ReplayResult, rc: dict):
-    rnd = rr.rebuild.rounds[rc["round"]]
+    rnd = rr.rebuild.round_at(rc["round"])
     by = {d.rid: d for d in rnd.decisions}
     return rnd, by
 
@@ -234,12 +234,12 @@ def out_of_memory(rr: ReplayResult, rc: dict) -> list[str]:
     o = rr.rebuild.oom
     if not o:
         return []
-    after = rr.rebuild.rounds[rc["round"]].baseline_end
+    after = rr.rebuild.round_at(rc["round"]).baseline_end
     text = (
-        f"In round {o.get('round')}{' (' + o['time'] + ')' if o.get('time') else ''} "
-        f"{o.get('rid')} tried to allocate {o['tokens']} tokens with {o['available']} "
-        f"available (free {o.get('available_size')}, evictable {o.get('evictable_size')}; "
-        f"{o['where']})."
+        f"In round {o.round}{' (' + o.time + ')' if o.time else ''} "
+        f"{o.rid} tried to allocate {o.tokens} tokens with {o.available} "
+        f"available (free {o.available_size}, evictable {o.evictable_size}; "
+        f"{o.where})."
     )
     if after is not None:
         text += (

@@ -15,8 +15,6 @@ there (a restart, a lost file, two bundles joined), and the gap is noted instead
 
 from __future__ import annotations
 
-import itertools
-
 from kvforensics.rounds.drop import Drop
 from kvforensics.rounds.rebuild import Rebuild, Round
 
@@ -46,28 +44,47 @@ def _check(prev: Round, rnd: Round, page: int) -> Drop | None:
     return Drop(prev.index, rnd.index, least, (least, fall), evidence)
 
 
-def unexplained_drops(rb: Rebuild, notes: list[str] | None = None) -> list[Drop]:
-    """Every fall between consecutive rounds that the evidence does not explain.
+class Continuity:
+    """Fed the rounds in order: every fall between consecutive rounds that the evidence
+    does not explain (``found``), and the silences where nothing is claimed (``notes``).
 
     Only an observed baseline is compared: an inferred one was computed assuming nothing
     changed, so it cannot show a change (silent rounds bring their own findings from
-    the rebuild, in ``rb.drops``).
+    the rebuild, in ``Rebuild.drops``).
     """
-    out: list[Drop] = list(getattr(rb, "drops", []) or [])
-    rounds = rb.rounds
-    for prev, rnd in itertools.pairwise(rounds):
-        if rnd.baseline is None or rnd.baseline.provenance != "observed":
-            continue
+
+    def __init__(self, page_size: int) -> None:
+        self.page = page_size
+        self.prev: Round | None = None
+        self.found: list[Drop] = []
+        self.notes: list[str] = []
+
+    def add(self, rnd: Round) -> None:
+        prev, self.prev = self.prev, rnd
+        if prev is None or rnd.baseline is None or rnd.baseline.provenance != "observed":
+            return
         if prev.time is not None and rnd.time is not None:
             silence = (rnd.time - prev.time).total_seconds()
             if silence > SILENCE_S:
-                if notes is not None:
-                    notes.append(
-                        f"continuity not checked between rounds {prev.index} and {rnd.index}: "
-                        f"the log is silent for {silence:.0f} s"
-                    )
-                continue
-        d = _check(prev, rnd, rb.cfg.page_size)
+                self.notes.append(
+                    f"continuity not checked between rounds {prev.index} and {rnd.index}: "
+                    f"the log is silent for {silence:.0f} s"
+                )
+                return
+        d = _check(prev, rnd, self.page)
         if d is not None:
-            out.append(d)
-    return sorted(out, key=lambda d: d.before_round)
+            self.found.append(d)
+
+    def drops(self, rebuilt: list[Drop]) -> list[Drop]:
+        """The rebuild's own findings and these, in round order."""
+        return sorted([*rebuilt, *self.found], key=lambda d: d.before_round)
+
+
+def unexplained_drops(rb: Rebuild, notes: list[str] | None = None) -> list[Drop]:
+    """Every fall between consecutive rounds of ``rb`` that the evidence does not explain."""
+    check = Continuity(rb.cfg.page_size)
+    for rnd in rb.rounds:
+        check.add(rnd)
+    if notes is not None:
+        notes.extend(check.notes)
+    return check.drops(list(getattr(rb, "drops", []) or []))

@@ -8,19 +8,84 @@ extra or missing round is one local finding; then compared number by number.
 
 from __future__ import annotations
 
+from array import array
+from dataclasses import dataclass
+from datetime import datetime
+
 import polars as pl
 
+from kvforensics.rounds.compact import pack_time, unpack_time
 from kvforensics.rounds.provenance import where
 from kvforensics.rounds.rebuild import Rebuild, Round
+from kvforensics.rounds.records import Contradiction
 
 
-def _align(rounds: list[Round], lines: list[dict], same) -> list[tuple[Round | None, dict | None]]:
+@dataclass(slots=True)
+class Key:
+    """What the cross-checks compare of a round with pieces: its index, time, the tokens
+    of its pieces and their requests; ``round`` is the round itself when it is kept (a
+    streamed replay keeps only some: the others are checked by these numbers alone)."""
+
+    index: int
+    time: datetime | None
+    new_tokens: int
+    rids: int  # hash of the pieces' request ids, in order
+    round: Round | None = None
+
+    def same_rids(self, rids: list[str]) -> bool:
+        if self.round is not None:
+            return [p.rid for p in self.round.pieces] == rids
+        return hash(tuple(rids)) == self.rids
+
+
+class RoundKeys:
+    """The keys of every round with pieces, in compact arrays (a few dozen bytes a round),
+    gathered as rounds stream by; the kept rounds are attached by index at the end."""
+
+    def __init__(self) -> None:
+        self._index, self._time = array("q"), array("q")
+        self._tokens, self._rids, self._oom = array("q"), array("q"), array("b")
+        self.kept: dict[int, Round] = {}
+
+    def add(self, rnd: Round, keep: bool = False) -> None:
+        if not rnd.pieces:
+            return
+        self._index.append(rnd.index)
+        t = rnd.time
+        self._time.append(pack_time(t))
+        self._tokens.append(rnd.new_tokens())
+        self._rids.append(hash(tuple(p.rid for p in rnd.pieces)))
+        self._oom.append(rnd.oom is not None)
+        if keep:
+            self.kept[rnd.index] = rnd
+
+    @classmethod
+    def of(cls, rounds: list[Round]) -> RoundKeys:
+        keys = cls()
+        for r in rounds:
+            keys.add(r, keep=True)
+        return keys
+
+    def _key(self, i: int) -> Key:
+        t = self._time[i]
+        index = self._index[i]
+        when = unpack_time(t)
+        return Key(index, when, self._tokens[i], self._rids[i], self.kept.get(index))
+
+    def with_pieces(self) -> list[Key]:
+        return [self._key(i) for i in range(len(self._index))]
+
+    def forwarded(self) -> list[Key]:
+        return [self._key(i) for i in range(len(self._index)) if not self._oom[i]]
+
+
+def _align(rounds: list[Key], lines: list[dict], same) -> list[tuple[Key | None, dict | None]]:
     """Pair rounds with another rank's lines from the end of the logs backwards (every
     rank's log ends at the same crash), by content: where a pair disagrees, a round or a
     line that the next few would match is skipped, so one extra or missing round stays a
     local finding instead of shifting every pair before it. ``same(round, line)`` says
     whether they agree. Unpaired items come back with None on the other side."""
-    out: list[tuple[Round | None, dict | None]] = []
+    out: list[tuple[Key | None, dict | None]] = []
     i, j = len(rounds) - 1, len(lines) - 1
     while i >= 0 and j >= 0:
         if same(rounds[i], lines[j]):
@@ -58,7 +123,7 @@ def _resync(rounds, lines, i, j, same, reach: int = 3, run: int = 3):
     return None
 
 
-def _seconds_apart(rnd: Round, line: dict) -> float | None:
+def _seconds_apart(rnd: Key, line: dict) -> float | None:
     if rnd.time is None or line.get("time") is None:
         return None
     return abs((line["time"] - rnd.time).total_seconds())
@@ -69,22 +134,16 @@ def _unpaired(rb: Rebuild, rank: str, what: str, pairs, span_r, span_l) -> None:
     each only inside the other side's time span (logs of different lengths are common)."""
     for rnd, line in pairs:
         if rnd is None and _within(line.get("time"), span_r):
-            rb.contradictions.append(
-                {
-                    "round": None,
-                    "what": what,
-                    "detail": f"{rank} line {where(line)} matches no rebuilt round of {rb.rank}",
-                }
-            )
+            rb.contradictions.append(Contradiction(
+                None, what, f"{rank} line {where(line)} matches no rebuilt round of {rb.rank}"
+            ))
         elif line is None and _within(rnd.time, span_l):
-            rb.contradictions.append(
-                {
-                    "round": rnd.index,
-                    "what": what,
-                    "detail": f"no {rank} line matches round {rnd.index}: a round {rank} did not "
-                    "run, or one the rebuild should not have",
-                }
-            )
+            rb.contradictions.append(Contradiction(
+                rnd.index,
+                what,
+                f"no {rank} line matches round {rnd.index}: a round {rank} did not "
+                "run, or one the rebuild should not have",
+            ))
 
 
 def _within(t, span) -> bool:
@@ -96,7 +155,7 @@ def _within(t, span) -> bool:
 NEAR_S = 5
 
 
-def _near(rnd: Round, line: dict) -> bool:
+def _near(rnd: Key, line: dict) -> bool:
     gap = _seconds_apart(rnd, line)
     return gap is None or gap <= NEAR_S
 
@@ -106,13 +165,13 @@ def _span(items: list, time_of) -> tuple | None:
     return (min(times), max(times)) if times else None
 
 
-def _pairs(rb: Rebuild, rank: str, what: str, rounds: list[Round], lines: list[dict], same):
+def _pairs(rb: Rebuild, rank: str, what: str, rounds: list[Key], lines: list[dict], same):
     """Aligned pairs of both sides; the unpaired ones inside the other side's time span are
     findings."""
     pairs = _align(rounds, lines, same)
-    paired_r = {id(r) for r, _ in pairs if r is not None}
+    paired_r = {r.index for r, _ in pairs if r is not None}
     paired_l = {id(ln) for _, ln in pairs if ln is not None}
-    pairs += [(r, None) for r in rounds if id(r) not in paired_r]
+    pairs += [(r, None) for r in rounds if r.index not in paired_r]
     pairs += [(None, ln) for ln in lines if id(ln) not in paired_l]
     span_r = _span(rounds, lambda r: r.time)
     span_l = _span(lines, lambda ln: ln.get("time"))
@@ -125,19 +184,45 @@ def _pairs(rb: Rebuild, rank: str, what: str, rounds: list[Round], lines: list[d
 #: every rank's log ends at the same crash; ends further apart than this are different runs
 END_SLACK_S = 60.0
 
+#: per rank: its first and last time and its files
+Span = tuple[object, object, list[str]]
+#: the columns of a batch line or a plan the checks read
+_LINE_COLS = ("kind", "rank", "file", "line", "time", "new_token", "new_seq", "inflight_req",
+              "queue_req", "cached_token", "rids", "extend_tokens")  # fmt: skip
 
-def _rank_span(events: pl.DataFrame, rank: str) -> tuple[object, object, list[str]] | None:
-    ev = events.filter((pl.col("rank") == rank) & pl.col("time").is_not_null())
+
+def spans_of(events: pl.DataFrame) -> dict[str, Span]:
+    """Each rank's time span (ranks whose lines carry a time)."""
+    if not events.height or "time" not in events.columns:
+        return {}
+    ev = events.filter(pl.col("time").is_not_null() & pl.col("rank").is_not_null())
     if not ev.height:
-        return None
-    return ev["time"].min(), ev["time"].max(), sorted(ev["file"].unique().to_list())
+        return {}
+    g = ev.group_by("rank").agg(
+        pl.col("time").min().alias("t0"),
+        pl.col("time").max().alias("t1"),
+        pl.col("file").unique().alias("files"),
+    )
+    return {r: (t0, t1, sorted(f)) for r, t0, t1, f in g.iter_rows()}
 
 
-def _apart(rb: Rebuild, events: pl.DataFrame, rank: str) -> bool:
+def merge_spans(a: dict[str, Span], b: dict[str, Span]) -> dict[str, Span]:
+    """Two readings' spans as one (a log read in batches)."""
+    out = dict(a)
+    for rank, (t0, t1, files) in b.items():
+        if rank in out:
+            u0, u1, uf = out[rank]
+            out[rank] = (min(t0, u0), max(t1, u1), sorted(set(uf) | set(files)))
+        else:
+            out[rank] = (t0, t1, files)
+    return out
+
+
+def _apart(rb: Rebuild, spans: dict[str, Span], rank: str) -> bool:
     """True (and one contradiction recorded) when ``rank``'s lines cannot be paired with
     the deciding rank's rounds from the end: their times do not overlap, or they end far
     apart. Without times there is nothing to tell, so they are compared."""
-    ours, theirs = _rank_span(events, rb.rank), _rank_span(events, rank)
+    ours, theirs = spans.get(rb.rank), spans.get(rank)
     if ours is None or theirs is None:
         return False
     (a0, a1, af), (b0, b1, bf) = ours, theirs
@@ -147,48 +232,70 @@ def _apart(rb: Rebuild, events: pl.DataFrame, rank: str) -> bool:
         why = f"they end {abs((b1 - a1).total_seconds()):.0f} s apart, so not at the same crash"
     else:
         return False
-    rb.contradictions.append(
-        {
-            "round": None,
-            "what": "different times",
-            "detail": f"{rank} ({', '.join(bf)}: {b0} to {b1}) and {rb.rank} "
-            f"({', '.join(af)}: {a0} to {a1}): {why}; {rank}'s lines are not compared",
-        }
-    )
+    rb.contradictions.append(Contradiction(
+        None,
+        "different times",
+        f"{rank} ({', '.join(bf)}: {b0} to {b1}) and {rb.rank} "
+        f"({', '.join(af)}: {a0} to {a1}): {why}; {rank}'s lines are not compared",
+    ))
     return True
 
 
-def cross_check(rb: Rebuild, events: pl.DataFrame) -> None:
-    """Attach PP3 batch lines and PP replay plans to ``rb``'s rounds; record contradictions."""
-    if not rb.rounds:
-        return  # nothing to compare against (the deciding rank printed no round)
-    batches = events.filter(pl.col("kind") == "prefill_batch").sort(["file", "line"])
+def _lines(events: pl.DataFrame, kind: str) -> pl.DataFrame:
+    if "kind" not in events.columns:
+        return pl.DataFrame()
+    ev = events.filter(pl.col("kind") == kind).sort(["file", "line"])
+    return ev.select([c for c in _LINE_COLS if c in ev.columns])
+
+
+def cross_check(
+    rb: Rebuild,
+    events: pl.DataFrame,
+    *,
+    keys: RoundKeys | None = None,
+    spans: dict[str, Span] | None = None,
+) -> list[Round]:
+    """Attach PP3 batch lines and PP replay plans to ``rb``'s rounds; record contradictions.
+
+    ``keys``: every round's key when ``rb.rounds`` holds only some of them, and ``spans``
+    each rank's time span when ``events`` lacks the deciding rank's own lines (a streamed
+    read). Returns the silent rounds another rank's lines added at the end."""
+    if keys is None:
+        if not rb.rounds:
+            return []  # nothing to compare against (the deciding rank printed no round)
+        keys = RoundKeys.of(rb.rounds)
+    spans = spans if spans is not None else spans_of(events)
+    added: list[Round] = []
+    batches = _lines(events, "prefill_batch")
     for rank in batches["rank"].unique().sort().to_list() if batches.height else []:
-        if not _apart(rb, events, rank):
-            _check_batches(rb, rank, batches.filter(pl.col("rank") == rank).to_dicts())
-    plans = events.filter(pl.col("kind") == "replay_plan").sort(["file", "line"])
+        if not _apart(rb, spans, rank):
+            lines = batches.filter(pl.col("rank") == rank).to_dicts()
+            added += _check_batches(rb, keys, rank, lines)
+    plans = _lines(events, "replay_plan")
     for rank in plans["rank"].unique().sort().to_list() if plans.height else []:
-        if not _apart(rb, events, rank):
-            _check_plans(rb, rank, plans.filter(pl.col("rank") == rank).to_dicts())
+        if not _apart(rb, spans, rank):
+            _check_plans(rb, keys, rank, plans.filter(pl.col("rank") == rank).to_dicts())
+    return added
 
 
-def _forwarded(rb: Rebuild) -> list[Round]:
-    return [r for r in rb.rounds if r.pieces and r.oom is None]
-
-
-def _check_batches(rb: Rebuild, rank: str, lines: list[dict]) -> None:
-    extra = len(lines) - len(_forwarded(rb))
+def _check_batches(rb: Rebuild, keys: RoundKeys, rank: str, lines: list[dict]) -> list[Round]:
+    extra = len(lines) - len(keys.forwarded())
+    added: list[Round] = []
     if extra > 0 and rb.pending:
         # PP0's log ends while a request is still chunked; PP3 shows its later (silent) rounds.
+        before = len(rb.rounds)
         rb.extend_silent(
             extra, f"{rank} printed {extra} batch line(s) after {rb.rank}'s last round"
         )
+        added = rb.rounds[before:]
+        for r in added:
+            keys.add(r, keep=True)
 
-    def same(rnd: Round, b: dict) -> bool:
-        return b["new_token"] == rnd.new_tokens() and _near(rnd, b)
+    def same(rnd: Key, b: dict) -> bool:
+        return b["new_token"] == rnd.new_tokens and _near(rnd, b)
 
-    for rnd, b in _pairs(rb, rank, "batch line", _forwarded(rb), lines, same):
-        rnd.batch = {
+    for key, b in _pairs(rb, rank, "batch line", keys.forwarded(), lines, same):
+        batch = {
             "rank": rank,
             "new_token": b["new_token"],
             "new_seq": b["new_seq"],
@@ -197,58 +304,62 @@ def _check_batches(rb: Rebuild, rank: str, lines: list[dict]) -> None:
             "cached_token": b["cached_token"],
             "where": where(b),
         }
-        total = rnd.new_tokens()
+        if key.round is not None:
+            key.round.batch = batch
+        total = key.new_tokens
         _settle(
             rb,
-            rnd,
+            key,
             b["new_token"] == total,
             "#new-token",
             f"{where(b)} says #new-token: {b['new_token']}, the rebuilt pieces sum to {total}",
             f"{rank} batch line {where(b)}: #new-token: {b['new_token']}",
         )
+    return added
 
 
-def _check_plans(rb: Rebuild, rank: str, lines: list[dict]) -> None:
+def _check_plans(rb: Rebuild, keys: RoundKeys, rank: str, lines: list[dict]) -> None:
     # The plan of the crashing round may or may not have reached this rank.
-    reached = lines and rb.oom and lines[-1]["extend_tokens"] == rb.oom.get("tokens")
-    targets = [r for r in rb.rounds if r.pieces] if reached else _forwarded(rb)
+    reached = lines and rb.oom and lines[-1]["extend_tokens"] == rb.oom.tokens
+    targets = keys.with_pieces() if reached else keys.forwarded()
 
-    def same(rnd: Round, p: dict) -> bool:
-        rids = [x.rid for x in rnd.pieces]
+    def same(rnd: Key, p: dict) -> bool:
         return (
-            list(p["rids"] or []) == rids
-            and p["extend_tokens"] == rnd.new_tokens()
+            rnd.same_rids(list(p["rids"] or []))
+            and p["extend_tokens"] == rnd.new_tokens
             and _near(rnd, p)
         )
 
-    for rnd, p in _pairs(rb, rank, "replayed plan", targets, lines, same):
-        rids = [x.rid for x in rnd.pieces]
-        rnd.replays.append(
-            {
-                "rank": rank,
-                "rids": p["rids"],
-                "extend_tokens": p["extend_tokens"],
-                "where": where(p),
-            }
-        )
+    for key, p in _pairs(rb, rank, "replayed plan", targets, lines, same):
+        rids = [x.rid for x in key.round.pieces] if key.round is not None else None
+        if key.round is not None:
+            key.round.replays.append(
+                {
+                    "rank": rank,
+                    "rids": p["rids"],
+                    "extend_tokens": p["extend_tokens"],
+                    "where": where(p),
+                }
+            )
         _settle(
             rb,
-            rnd,
-            list(p["rids"] or []) == rids and p["extend_tokens"] == rnd.new_tokens(),
+            key,
+            key.same_rids(list(p["rids"] or [])) and p["extend_tokens"] == key.new_tokens,
             "PP plan",
             f"{rank} replayed rids={p['rids']} extend_tokens={p['extend_tokens']} ({where(p)}); "
-            f"{rb.rank} decided {rids} with {rnd.new_tokens()} tokens",
+            f"{rb.rank} decided {rids if rids is not None else 'other requests'} with "
+            f"{key.new_tokens} tokens",
             f"{rank} replayed the same plan ({where(p)}): extend_tokens={p['extend_tokens']}",
         )
 
 
-def _settle(rb: Rebuild, rnd: Round, agrees: bool, what: str, detail: str, note: str) -> None:
+def _settle(rb: Rebuild, key: Key, agrees: bool, what: str, detail: str, note: str) -> None:
     """A disagreement is a contradiction; an agreement cross-checks the round's pieces that
-    were not observed."""
+    were not observed (of a kept round: the others have left)."""
     if not agrees:
-        rb.contradictions.append({"round": rnd.index, "what": what, "detail": detail})
+        rb.contradictions.append(Contradiction(key.index, what, detail))
         return
-    for piece in rnd.pieces:
+    for piece in key.round.pieces if key.round is not None else ():
         if piece.provenance != "observed":
             piece.cross_checked = True
             piece.evidence.append(note)

@@ -11,6 +11,7 @@ short tail is all the lookahead there is.
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
@@ -20,7 +21,7 @@ from kvforensics.model import Config, sizing
 from kvforensics.rounds.drop import Drop
 from kvforensics.rounds.provenance import DERIVED, INFERRED, OBSERVED, Prov, where
 from kvforensics.rounds.ranks import deciding_rank
-from kvforensics.rounds.records import Decision, Piece, Round
+from kvforensics.rounds.records import Contradiction, Decision, LoggedOom, Piece, Round
 from kvforensics.rounds.segment import KINDS, Segmenter, rows_of
 
 __all__ = ["KINDS", "Decision", "Piece", "Rebuild", "Rebuilder", "Round", "rebuild_rounds"]
@@ -31,8 +32,8 @@ class Rebuild:
     cfg: Config
     config: dict[str, Prov]
     rounds: list[Round]
-    oom: dict | None
-    contradictions: list[dict]
+    oom: LoggedOom | None
+    contradictions: list[Contradiction]
     block_size: int | None
     rank: str
     seq_lens: dict[str, int]
@@ -43,14 +44,20 @@ class Rebuild:
     #: falls of the baseline that only silent rounds' evidence shows (``continuity.Drop``)
     drops: list = field(default_factory=list)
 
+    def round_at(self, index: int) -> Round | None:
+        """The round with this index, if it is held (a streamed replay keeps only some)."""
+        i = bisect_left(self.rounds, index, key=lambda r: r.index)
+        return self.rounds[i] if i < len(self.rounds) and self.rounds[i].index == index else None
+
     def extend_silent(self, rounds: int, evidence: str) -> int:
         """Add up to ``rounds`` silent rounds of the pending chunked request (another rank
         shows rounds after the deciding rank's last line). Returns how many were added."""
         added = 0
         while self.pending and added < rounds:
             chunked, base_end = self.pending
+            index = self.rounds[-1].index + 1 if self.rounds else 0
             r, chunked, base_end, _ = _silent_round(
-                self.cfg, chunked, base_end, len(self.rounds), None, self.block_size
+                self.cfg, chunked, base_end, index, None, self.block_size
             )
             r.pieces[0].evidence.append(evidence)
             self.rounds.append(r)
@@ -63,8 +70,8 @@ class Rebuild:
             "config": {k: v.as_dict() for k, v in self.config.items()},
             "rank": self.rank,
             "rounds": [r.as_dict() for r in self.rounds],
-            "oom": self.oom,
-            "contradictions": self.contradictions,
+            "oom": self.oom.as_dict() if self.oom else None,
+            "contradictions": [c.as_dict() for c in self.contradictions],
         }
 
 
@@ -145,8 +152,7 @@ def _oom_in_logged_round(rnd: Round) -> None:
     chunk if any, else the batch's last piece. Nothing was allocated, so no baseline after."""
     resumed = [p for p in rnd.pieces if p.kind == "resumed"]
     victim = (resumed or rnd.pieces or [None])[-1 if not resumed else 0]
-    rnd.oom["round"] = rnd.index
-    rnd.oom["rid"] = victim.rid if victim is not None else None
+    rnd.oom = rnd.oom.placed(rnd.index, victim.rid if victim is not None else None)
     rnd.baseline_end = None
 
 
@@ -235,16 +241,16 @@ def _reconcile_oom(cfg: Config, out: list[Round], seq: int, shrinks: dict, drops
     fall is placed at the first round whose piece needs it, after the last one whose piece
     the lower baseline could not have given."""
     oom_rnd = out[-1]
-    if oom_rnd.decisions or not oom_rnd.oom or oom_rnd.oom.get("available") is None:
+    if oom_rnd.decisions or not oom_rnd.oom or oom_rnd.oom.available is None:
         return
-    avail, left = oom_rnd.oom["available"], oom_rnd.baseline
+    avail, left = oom_rnd.oom.available, oom_rnd.baseline
     if left is None or left.value is None or left.value - avail < cfg.page_size:
         return
     tail = _silent_tail(out[:-1])
     if not tail:
         return
     fall = left.value - avail
-    where_oom = oom_rnd.oom.get("where", "the out-of-memory line")
+    where_oom = oom_rnd.oom.where or "the out-of-memory line"
     back = avail
     consistent: list[tuple[Round, int]] = []
     for r in reversed(tail):
@@ -307,12 +313,12 @@ def _impossible_baselines(cfg: Config, out: list[Round], contradictions: list) -
         for name in ("baseline", "baseline_end"):
             v = getattr(r, name)
             if v is not None and v.value is not None and not 0 <= v.value <= cfg.pool_size:
-                contradictions.append({
-                    "round": r.index,
-                    "what": name,
-                    "detail": f"the rebuilt {name.replace('_', ' ')} {v.value} is outside the "
+                contradictions.append(Contradiction(
+                    r.index,
+                    name,
+                    f"the rebuilt {name.replace('_', ' ')} {v.value} is outside the "
                     f"pool [0, {cfg.pool_size}] ({'; '.join(v.evidence)})",
-                })
+                ))
                 setattr(r, name, None)
 
 
@@ -325,9 +331,10 @@ class Rebuilder:
         self.cfg = cfg
         self.segmenter = Segmenter(cfg)
         self.block: int | None = None  # the AttentionStore block size, once a write is seen
-        self.contradictions: list[dict] = []
+        self.contradictions: list[Contradiction] = []
         self.seq_lens: dict[str, int] = {}
-        self.oom: dict | None = None  # the last out-of-memory line, once placed
+        self.oom: LoggedOom | None = None  # the last out-of-memory line, once placed
+        self._placed: LoggedOom | None = None  # the last one placed so far
         self.chunked: tuple[str, int, int] | None = None  # rid, seq_len, done
         self.base_end: Prov | None = None
         self.count = 0  # rounds handed on so far: the next round's index
@@ -342,7 +349,7 @@ class Rebuilder:
         #: lo, hi), of the held rounds (a later observed baseline measures the fall)
         self.shrinks: dict[int, tuple[int, int, int]] = {}
         self.drops: list[Drop] = []
-        self._late: list[dict] = []  # impossible baselines: told after the rest
+        self._late: list[Contradiction] = []  # impossible baselines: told after the rest
 
     # -- what the stream sees -------------------------------------------------
     def stream(self, rows: Iterable[dict]) -> Iterator[Round]:
@@ -362,9 +369,10 @@ class Rebuilder:
         """The log has ended: its last round, and the silent rounds held back."""
         raw = self.segmenter.finish()
         out = self.place(raw) if raw is not None else []
-        oom = self.oom = self.segmenter.oom
-        if oom is not None and "round" not in oom:
-            oom["round"] = self._last.index if self._last else None
+        oom = self.segmenter.oom
+        if oom is not None and self._placed is None:
+            self._placed = oom.placed(self._last.index if self._last else None)
+        self.oom = self._placed if oom is not None else None
         held = {r.index: r for r in self._held}
         self.drops.extend(_shrink_drops(self.cfg, held, self.shrinks))
         out += self._flush()
@@ -394,6 +402,7 @@ class Rebuilder:
             self._forward(rnd)
         if rnd.oom is not None:
             self._oom(rnd)
+            self._placed = rnd.oom
         out, self._out = self._out, []
         return out
 
@@ -427,7 +436,7 @@ class Rebuilder:
         return rounds
 
     def _contradiction(self, what: str, detail: str) -> None:
-        self.contradictions.append({"round": self.count, "what": what, "detail": detail})
+        self.contradictions.append(Contradiction(self.count, what, detail))
 
     def _base(self) -> int:
         return self.base_end.value if self.base_end else 0
@@ -575,13 +584,13 @@ class Rebuilder:
             _oom_in_logged_round(rnd)  # the batch placed with its adder lines could not be allocated
             return
         # an out-of-memory without its size says only that it happened
-        if not self.chunked or oom["tokens"] is None:
+        if not self.chunked or oom.tokens is None:
             self._emit(rnd)
-            oom["round"] = rnd.index
+            rnd.oom = oom.placed(rnd.index)
             return
         rid, seq, done = self.chunked
-        tokens = oom["tokens"]
-        start, placed = self._oom_start(tokens)
+        tokens = oom.tokens
+        start, placed = self._oom_start(oom)
         if not placed:
             self._contradiction(
                 "out of memory",
@@ -599,7 +608,7 @@ class Rebuilder:
                 "resumed",
                 DERIVED,
                 [
-                    f"out of memory 'Try to allocate {tokens} tokens' ({oom['where']}): "
+                    f"out of memory 'Try to allocate {tokens} tokens' ({oom.where}): "
                     f"the piece [{start}, {start} + {tokens})"
                     + (", its last" if end == seq else f", not its last (seq_len {seq})"),
                     "forced branch: rem_total_tokens <= 0"
@@ -611,19 +620,19 @@ class Rebuilder:
         rnd.baseline = self.base_end
         self.chunked = None  # the scheduler process exits here
         self._emit(rnd)
-        oom["rid"], oom["round"] = rid, rnd.index
+        rnd.oom = oom.placed(rnd.index, rid)
         if placed:  # a contradicted piece says nothing about the baseline
             _reconcile_oom(self.cfg, self._held, seq, self.shrinks, self.drops)
 
-    def _oom_start(self, tokens: int) -> tuple[int, bool]:
+    def _oom_start(self, oom: LoggedOom) -> tuple[int, bool]:
         """Where the out-of-memory piece starts, and whether the evidence places it: the
         model's walk from the last known baseline, else the crash's own availability."""
-        cfg, oom = self.cfg, self.segmenter.oom
+        cfg, tokens = self.cfg, oom.tokens
         rid, seq, _ = self.chunked
         start, placed = _oom_start(cfg, self.chunked, self.base_end, tokens)
-        if placed or oom.get("available") is None:
+        if placed or oom.available is None:
             return start, placed
-        avail = oom["available"]
+        avail = oom.available
         last = [self._last] if self._last is not None else []
         moved = _move_bracketed_end(cfg, last, self.chunked, tokens, avail)
         if moved is not None:

@@ -3,11 +3,46 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 from kvforensics.model import Config
 from kvforensics.rounds.provenance import Prov
+
+
+@dataclass(frozen=True, slots=True)
+class Contradiction:
+    """Two pieces of evidence that cannot both hold (``round`` None: no round to pin it on)."""
+
+    round: int | None
+    what: str
+    detail: str
+
+    def as_dict(self) -> dict:
+        return {"round": self.round, "what": self.what, "detail": self.detail}
+
+
+@dataclass(frozen=True, slots=True)
+class LoggedOom:
+    """The out-of-memory line as logged; ``round`` and ``rid`` once the rebuild has placed
+    it (the request the scheduler pins it on)."""
+
+    tokens: int | None
+    available: int | None
+    available_size: int | None = None
+    evictable_size: int | None = None
+    where: str | None = None
+    time: str | None = None
+    swa_available: int | None = None
+    mamba_available: int | None = None
+    round: int | None = None
+    rid: str | None = None
+
+    def placed(self, round: int | None, rid: str | None = None) -> LoggedOom:
+        return replace(self, round=round, rid=rid)
+
+    def as_dict(self) -> dict:
+        return {k: getattr(self, k) for k in self.__dataclass_fields__}
 
 
 @dataclass
@@ -75,7 +110,7 @@ class Round:
     baseline: Prov | None = None  # available + evictable when the adder started
     baseline_end: Prov | None = None  # after the round's allocation
     forwarded: bool = False  # AS writes seen: the forward has run
-    oom: dict | None = None
+    oom: LoggedOom | None = None
     batch: dict | None = None  # the PP3 batch line matched to this round
     replays: list[dict] = field(default_factory=list)  # other PP ranks' plans
 
@@ -96,6 +131,6 @@ class Round:
             "baseline_end": self.baseline_end.as_dict() if self.baseline_end else None,
             "decisions": [d.as_dict() for d in self.decisions],
             "as_writes": [{"rid": r, "blocks": b, "where": w} for r, b, w in self.as_writes],
-            "oom": self.oom,
+            "oom": self.oom.as_dict() if self.oom else None,
             "batch": self.batch,
         }

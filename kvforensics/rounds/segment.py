@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 from kvforensics.model import Config
 from kvforensics.rounds.provenance import where
-from kvforensics.rounds.records import Decision, Round
+from kvforensics.rounds.records import Decision, LoggedOom, Round
 
 #: the event kinds a rebuild reads from the deciding rank
 KINDS = ("adder_check", "adder_result", "hicache_load_back", "as_write", "oom")
@@ -51,7 +51,7 @@ class Segmenter:
         self.last_time = None
         #: the first AttentionStore write: its block size and where it was read
         self.first_write: dict | None = None
-        self.oom: dict | None = None
+        self.oom: LoggedOom | None = None
 
     def _new(self, time) -> Round | None:
         done, self.cur = self.cur, Round(-1, time)
@@ -151,21 +151,21 @@ class Segmenter:
         return done
 
     def _oom(self, ev: dict) -> Round | None:
-        oom = {
-            "tokens": ev["oom_tokens"],
-            "available": ev["oom_available"],
-            "available_size": ev["oom_available_size"],
-            "evictable_size": ev["oom_evictable_size"],
-            "where": where(ev),
-            "time": ev["time"].isoformat(sep=" ") if ev["time"] else None,
-            "swa_available": ev.get("oom_swa_available"),
-            "mamba_available": ev.get("oom_mamba_available"),
-        }
+        oom = LoggedOom(
+            ev["oom_tokens"],
+            ev["oom_available"],
+            ev["oom_available_size"],
+            ev["oom_evictable_size"],
+            where(ev),
+            ev["time"].isoformat(sep=" ") if ev["time"] else None,
+            ev.get("oom_swa_available"),
+            ev.get("oom_mamba_available"),
+        )
         #: the last out-of-memory line (its round and rid are set once it is placed)
         self.oom = oom
         cur = self.cur
         done = None
-        if cur is None or cur.forwarded or not _batch_of(cur, self.cfg, oom["tokens"]):
+        if cur is None or cur.forwarded or not _batch_of(cur, self.cfg, oom.tokens):
             done = self._new(ev["time"])
         self.cur.oom = oom
         return done

@@ -12,18 +12,20 @@ import polars as pl
 from kvforensics.errors import InputError
 from kvforensics.logs import read_events
 from kvforensics.logs.summary import ParseSummary
-from kvforensics.rounds.config import read_config
+from kvforensics.rounds.config import check_overrides, read_config
 from kvforensics.rounds.crosscheck import cross_check
 from kvforensics.rounds.rebuild import Rebuild, rebuild_rounds
 
 
 @dataclass
 class LogRounds:
-    """What the logs gave: their events, what was read of them, and the rebuilt rounds."""
+    """What the logs gave: their events, what was read of them, and the rebuilt rounds
+    (None: the logs have no adder line, and the caller asked to be told rather than
+    refused)."""
 
     events: pl.DataFrame
     summary: ParseSummary
-    rebuild: Rebuild
+    rebuild: Rebuild | None
 
 
 def has_adder_lines(events: pl.DataFrame) -> bool:
@@ -56,13 +58,23 @@ def from_logs(
     formats: list[Path] | None = None,
     progress: bool = False,
     need_adder: bool = False,
+    hold: bool = False,
+    narrow=None,
 ) -> LogRounds:
-    """Logs -> rounds. Raises InputError (one line) for input that gives none."""
+    """Logs -> rounds, every event and round kept. Raises InputError (one line) for input
+    that gives none. ``hold``: logs without adder lines come back with no rebuild (for the
+    caller to say what they can tell) instead of being checked further; ``narrow``
+    (``stream.Narrow``): only the rounds within ``--since``/``--until`` are kept."""
+    check_overrides(overrides or {})
     events, summary = read_events([Path(p) for p in paths], extra_formats=formats, progress=progress)
+    if hold and not has_adder_lines(events):
+        return LogRounds(events, summary, None)
     check_prefill(has_adder_lines(events), summary)
     if need_adder:
         require_adder_lines(has_adder_lines(events))
     cfg, conf = read_config(events, overrides or {}, summary.unreadable_samples)
     rb = rebuild_rounds(events, cfg, conf, rank=rank)
     cross_check(rb, events)
+    if narrow:
+        rb.rounds = [r for r in rb.rounds if narrow.within(r)]
     return LogRounds(events, summary, rb)

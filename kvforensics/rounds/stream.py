@@ -22,7 +22,8 @@ from kvforensics.errors import InputError
 from kvforensics.logs.reader import iter_events
 from kvforensics.logs.summary import ParseSummary
 from kvforensics.model import Config
-from kvforensics.rounds.config import read_config
+from kvforensics.rounds.config import check_overrides, read_config
+from kvforensics.rounds.crosscheck import merge_spans, spans_of
 from kvforensics.rounds.provenance import Prov
 from kvforensics.rounds.ranks import deciding_rank
 from kvforensics.rounds.rebuild import Rebuilder
@@ -50,6 +51,9 @@ class Narrow:
         if self.since_round is not None and rnd.index < self.since_round:
             return True
         return self.since_time is not None and rnd.time is not None and rnd.time < self.since_time
+
+    def within(self, rnd: Round) -> bool:
+        return not (self.before(rnd) or self.after(rnd))
 
     def after(self, rnd: Round) -> bool:
         if self.until_round is not None and rnd.index > self.until_round:
@@ -87,6 +91,12 @@ class LogStream:
     progress: bool = False
     #: refuse logs without adder lines (replay), before asking for their configuration
     need_adder: bool = False
+    #: logs without adder lines: keep their events in ``unreplayable`` and give no round
+    #: (for the caller to say what they can tell) instead of checking them further
+    hold: bool = False
+    unreplayable: pl.DataFrame | None = None
+    #: each rank's time span, gathered as the frames pass
+    spans: dict = field(default_factory=dict)
     summary: ParseSummary = field(default_factory=ParseSummary)
     cfg: Config | None = None
     config: dict[str, Prov] = field(default_factory=dict)
@@ -96,6 +106,7 @@ class LogStream:
     _side: list[pl.DataFrame] = field(default_factory=list)
 
     def __iter__(self) -> Iterator[Round]:
+        check_overrides(self.overrides)
         held: list[pl.DataFrame] | None = []
         frames = iter_events(
             self.paths, self.summary, extra_formats=self.formats, progress=self.progress
@@ -111,6 +122,9 @@ class LogStream:
                     yield from self._frame(f)
                 held = None
         if held is not None:  # no adder line at all: rebuild from what there is
+            if self.hold:
+                self.unreplayable = _concat(held, self.formats)
+                return
             self._start(held)
             for f in held:
                 yield from self._frame(f)
@@ -118,6 +132,26 @@ class LogStream:
         present = {r for fs in self.summary.files for r in fs.ranks}
         if self.rank and self.rank not in present:
             raise InputError(f"--rank {self.rank}: no line of these logs is tagged {self.rank}")
+
+    def settled_config(self) -> tuple[dict[str, Prov], str | None]:
+        """The configuration's evidence as the whole log gives it (the last restart's
+        startup lines, which may come after the first adder line or in another rank's
+        file), and a note when those give other sizes than the rounds were rebuilt with."""
+        side = self.side
+        if not side.height:
+            return self.config, None
+        try:
+            cfg, conf = read_config(side, self.overrides, self.summary.unreadable_samples)
+        except InputError:
+            return self.config, None
+        if cfg == self.cfg:
+            return conf, None
+        changed = [f"{n} {conf[n].value} ({'; '.join(conf[n].evidence)})"
+                   for n in conf if n in self.config and conf[n].value != self.config[n].value]
+        return self.config, (
+            "later startup lines give other sizes: " + ", ".join(changed)
+            + "; the rounds were rebuilt with those before the first adder line"
+        )
 
     @property
     def side(self) -> pl.DataFrame:
@@ -139,6 +173,7 @@ class LogStream:
         self.rebuilder = Rebuilder(cfg)
 
     def _frame(self, frame: pl.DataFrame) -> Iterator[Round]:
+        self.spans = merge_spans(self.spans, spans_of(frame))
         if not self.has_ms and "time_has_ms" in frame.columns:
             self.has_ms = bool(frame["time_has_ms"].any())
         mine = pl.col("kind").is_in(KINDS) & (pl.col("rank") == self.rank)
@@ -152,6 +187,14 @@ class LogStream:
         feed = self.rebuilder.feed
         for ev in rows_of(rows):
             yield from feed(ev)
+
+
+def _concat(frames: list[pl.DataFrame], formats) -> pl.DataFrame:
+    if frames:
+        return pl.concat(frames, how="vertical")
+    from kvforensics.logs import load_catalogue
+
+    return pl.DataFrame(schema=load_catalogue(formats).schema())
 
 
 def narrow_rounds(ls: LogStream, narrow: Narrow) -> Iterator[Round]:

@@ -86,6 +86,8 @@ def _scan(spec: NodeSpec, opts: ScanOptions, local: list[Path], unreadable) -> N
         rank=opts.rank,
         formats=[Path(f) for f in opts.formats] or None,
         stock=True,
+        stream=True,
+        whole_log=True,
     )
     if isinstance(rr, StockAnalysis):
         return _stock(spec, rr, unreadable)
@@ -95,12 +97,12 @@ def _scan(spec: NodeSpec, opts: ScanOptions, local: list[Path], unreadable) -> N
         files=spec.files,
         unreadable=unreadable,
         bytes_read=sum(f.bytes_on_disk for f in rr.summary.files),
-        rounds=len(rb.rounds),
-        logged_rounds=sum(1 for r in rb.rounds if r.decisions),
+        rounds=rr.rounds_seen,
+        logged_rounds=rr.logged_seen,
         ooms=_ooms(rr),
         whole_log=whole_log(rr),
-        fidelity_rounds=rr.fidelity["rounds_checked"],
-        mismatches=len(rr.fidelity["mismatches"]),
+        fidelity_rounds=rr.fidelity.rounds_checked,
+        mismatches=len(rr.fidelity.mismatches),
         contradictions=len(rb.contradictions),
         exit_code=rr.exit_code(),
         notes=tuple(rr.summary.gaps),

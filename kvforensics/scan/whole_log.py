@@ -8,14 +8,15 @@ adder's arithmetic stays in ``kvforensics.model``.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from array import array
 from dataclasses import dataclass
 
 from kvforensics.model import POLICIES, OutOfMemory, Timing
-from kvforensics.model.ledger import NAMES
+from kvforensics.model.ledger import Step
 from kvforensics.replay.state import node_at
 from kvforensics.replay.verdict import first_token_delays
 from kvforensics.rounds import Rebuild, Round
+from kvforensics.rounds.compact import pack_time, unpack_time
 from kvforensics.scan.records import GapAdmission, Margin, Refusal, WholeLog
 
 #: the fixes whose refusals are counted, when the model has them
@@ -29,107 +30,208 @@ MARGIN_POINTS = 256
 
 
 @dataclass(slots=True)
-class _Rerun:
-    """One round re-run under one policy: its ledger rows by name and the outcome."""
+class Rerun:
+    """One round re-run under one policy: the model's steps and the outcome."""
 
-    rows: list[dict]
+    steps: list[Step]
     oom: OutOfMemory | None
 
-    def adder(self) -> list[dict]:
-        return [r for r in self.rows if r["call"] in ADDER_CALLS]
+    def adder(self) -> list[Step]:
+        return [r for r in self.steps if r.call in ADDER_CALLS]
 
     def admitted(self) -> list[str]:
-        return [r["rid"] for r in self.adder() if r["decision"] in ADMITTED]
+        return [r.rid for r in self.adder() if r.decision in ADMITTED]
 
 
-def rerun(rb: Rebuild, rnd: Round, policy: str) -> _Rerun:
-    node = node_at(rb, rnd, policy)
+def rerun(known, rnd: Round, policy: str) -> Rerun:
+    """``known``: the configuration and prompt lengths (a ``Rebuild`` or a stream's)."""
+    node = node_at(known, rnd, policy)
     out = node.step()
-    rows = [dict(zip(NAMES, row, strict=False)) for row in node.ledger.rows]
-    return _Rerun(rows, out if isinstance(out, OutOfMemory) else None)
+    return Rerun(node.ledger.rows, out if isinstance(out, OutOfMemory) else None)
 
 
-def replayable(rb: Rebuild) -> Iterator[Round]:
-    """Rounds with a rebuilt baseline and something to run (logged or inferred)."""
-    for rnd in rb.rounds:
-        has_base = rnd.baseline is not None and rnd.baseline.value is not None
-        if has_base and (rnd.decisions or rnd.pieces):
-            yield rnd
+def is_replayable(rnd: Round) -> bool:
+    """A rebuilt baseline and something to run (logged or inferred)."""
+    has_base = rnd.baseline is not None and rnd.baseline.value is not None
+    return has_base and bool(rnd.decisions or rnd.pieces)
 
 
-def _unreserved(row: dict) -> int:
+def _unreserved(row: Step) -> int:
     """The tail a truncation left for later rounds when no one reserved it, else 0."""
-    if row["decision"] not in ("truncated", "resumed") or row["end"] is None:
+    if row.decision not in ("truncated", "resumed") or row.end is None:
         return 0
-    tail = row["seq_len"] - row["end"]
-    return tail if tail > 0 and not row["reserved_tail"] else 0
+    tail = row.seq_len - row.end
+    return tail if tail > 0 and not row.reserved_tail else 0
 
 
-def gap_admissions(run: _Rerun, rnd: Round) -> list[GapAdmission]:
+def gap_admissions(run: Rerun, rnd: Round) -> list[GapAdmission]:
     """Every admission after an unreserved truncation of the same round that left budget."""
     out, victim = [], None
     when = _time(rnd)
     for row in run.adder():
-        if victim is not None and row["decision"] in ADMITTED:
+        if victim is not None and row.decision in ADMITTED:
             out.append(
                 GapAdmission(
                     round=rnd.index,
                     time=when,
-                    victim_rid=victim["rid"],
+                    victim_rid=victim.rid,
                     unreserved_tail=_unreserved(victim),
-                    intruder_rid=row["rid"],
-                    intruder_compute=row["end"] - row["start"],
-                    intruder_load_back=row["load_back"] or 0,
-                    rem_total_tokens=row["rem_total_tokens"],
-                    leftover_chunk_budget=victim["rem_chunk_after"],
+                    intruder_rid=row.rid,
+                    intruder_compute=row.end - row.start,
+                    intruder_load_back=row.load_back or 0,
+                    rem_total_tokens=row.rem_total_tokens,
+                    leftover_chunk_budget=victim.rem_chunk_after,
                 )
             )
-        if _unreserved(row) and (row["rem_chunk_after"] or 0) > 0:
+        if _unreserved(row) and (row.rem_chunk_after or 0) > 0:
             victim = row
     return out
 
 
-def margin(run: _Rerun, rnd: Round) -> Margin | None:
-    """What the round left minus the tails it promised to nobody."""
+def margin(run: Rerun, rnd: Round) -> tuple[int, int, bool] | None:
+    """(what the round left, the tails it promised to nobody, whether it ran out)."""
     tails = sum(_unreserved(r) for r in run.adder())
     if run.oom is not None:
-        left = run.oom.available - run.oom.tokens
-        return Margin(rnd.index, _time(rnd), left, tails, left - tails, oom=True)
-    allocs = [r for r in run.rows if r["call"] == "allocate"]
+        return run.oom.available - run.oom.tokens, tails, True
+    allocs = [r for r in run.steps if r.call == "allocate"]
     if not allocs:
         return None
-    left = allocs[-1]["baseline_after"]
-    return Margin(rnd.index, _time(rnd), left, tails, left - tails)
+    return allocs[-1].baseline_after, tails, False
 
 
-def _fix_may_differ(run: _Rerun) -> bool:
+def _fix_may_differ(run: Rerun) -> bool:
     """A fix's hooks act after a truncation or on a forced resume; elsewhere its round is
     the prefix round, so it is not re-run."""
-    return any(_unreserved(r) or r["forced"] for r in run.adder())
+    return any(_unreserved(r) or r.forced for r in run.adder())
+
+
+class Margins:
+    """Every round's margin in compact arrays (a few dozen bytes a round)."""
+
+    def __init__(self) -> None:
+        self.round, self.time = array("q"), array("q")
+        self.left, self.tails, self.oom = array("q"), array("q"), array("b")
+
+    def add(self, rnd: Round, left: int, tails: int, oom: bool) -> None:
+        self.round.append(rnd.index)
+        t = rnd.time
+        self.time.append(pack_time(t))
+        self.left.append(left)
+        self.tails.append(tails)
+        self.oom.append(oom)
+
+    def _margin(self, i: int) -> Margin:
+        t = self.time[i]
+        at = unpack_time(t)
+        when = at.isoformat(sep=" ") if at is not None else None
+        left, tails = self.left[i], self.tails[i]
+        return Margin(self.round[i], when, left, tails, left - tails, oom=bool(self.oom[i]))
+
+    def lowest_per_stretch(self, points: int = MARGIN_POINTS) -> tuple[Margin, ...]:
+        """At most ``points`` margins: the lowest of each run of consecutive rounds, so
+        the tightest one is always kept."""
+        n = len(self.round)
+        if n <= points:
+            return tuple(self._margin(i) for i in range(n))
+        size = -(-n // points)
+        key = [lf - tl for lf, tl in zip(self.left, self.tails, strict=True)]
+        picks = (
+            min(range(i, min(i + size, n)), key=lambda k: (key[k], self.round[k]))
+            for i in range(0, n, size)
+        )
+        return tuple(self._margin(k) for k in picks)
+
+
+class WholeLogPass:
+    """Fed the rounds in order; ``finish`` gives the findings once the replay has run.
+
+    Keeps the gap admissions, the margins (compact) and the rounds a fix refuses a
+    request in (their delays need a forward run from them at the end)."""
+
+    def __init__(self, known) -> None:
+        self.known = known
+        self.fixes = [p for p in FIXES if p in POLICIES]
+        self.gaps: list[GapAdmission] = []
+        self.margins = Margins()
+        self.rerun = 0
+        self.refused: dict[str, list[tuple[Round, str]]] = {p: [] for p in self.fixes}
+        self.refused_rounds: set[int] = set()
+
+    def add(self, rnd: Round) -> Rerun | None:
+        """One round; its ``prefix`` re-run (None for a round with nothing to run)."""
+        if not is_replayable(rnd):
+            return None
+        self.rerun += 1
+        run = rerun(self.known, rnd, "prefix")
+        self.gaps.extend(gap_admissions(run, rnd))
+        m = margin(run, rnd)
+        if m is not None:
+            self.margins.add(rnd, *m)
+        if _fix_may_differ(run):
+            for policy in self.fixes:
+                kept = set(rerun(self.known, rnd, policy).admitted())
+                refused = [(rnd, r) for r in run.admitted() if r not in kept]
+                self.refused[policy].extend(refused)
+                if refused:
+                    self.refused_rounds.add(rnd.index)
+        return run
+
+    def pinned(self) -> list[Round]:
+        """The rounds the findings still need."""
+        return [rnd for refused in self.refused.values() for rnd, _ in refused]
+
+    def finish(self, rr, per_round: float) -> WholeLog:
+        """``rr``: the ``replay.ReplayResult``; its start-round runs give the delays there."""
+        notes: list[str] = []
+        delays = {p: _delays(rr, p, self.refused[p], notes, per_round) for p in self.fixes}
+        return WholeLog(
+            tuple(self.gaps), self.margins.lowest_per_stretch(), delays, self.rerun,
+            tuple(dict.fromkeys(notes)),
+        )  # fmt: skip
 
 
 def whole_log(rr) -> WholeLog:
-    """``rr``: a ``replay.ReplayResult``. Its start-round runs give the delays there."""
-    rb = rr.rebuild
-    fixes = [p for p in FIXES if p in POLICIES]
-    gaps, margins, n = [], [], 0
-    refused: dict[str, list[tuple[Round, str]]] = {p: [] for p in fixes}
-    for rnd in replayable(rb):
-        n += 1
-        run = rerun(rb, rnd, "prefix")
-        gaps.extend(gap_admissions(run, rnd))
-        m = margin(run, rnd)
-        if m is not None:
-            margins.append(m)
-        if not _fix_may_differ(run):
-            continue
-        for policy in fixes:
-            kept = set(rerun(rb, rnd, policy).admitted())
-            refused[policy].extend((rnd, rid) for rid in run.admitted() if rid not in kept)
-    notes: list[str] = []
-    delays = {p: _delays(rr, p, refused[p], notes) for p in fixes}
-    return WholeLog(
-        tuple(gaps), lowest_per_stretch(margins), delays, n, tuple(dict.fromkeys(notes))
+    """The findings over every round ``rr`` (a ``replay.ReplayResult``) holds."""
+    if rr.whole_log is not None:  # gathered in the replay's own pass
+        return rr.whole_log
+    wl = WholeLogPass(rr.rebuild)
+    for rnd in rr.rebuild.rounds:
+        wl.add(rnd)
+    return wl.finish(rr, round_seconds(rr.rebuild))
+
+
+def _delays(
+    rr, policy: str, refused: list[tuple[Round, str]], notes: list[str], per_round: float
+) -> tuple[Refusal, ...]:
+    """First-token delay of each refused request: at the replay's start round from its own
+    runs (with its transfer model); elsewhere from both policies run forward from the
+    round's rebuilt state."""
+    if not refused:
+        return ()
+    out = []
+    by_round: dict[int, tuple[Round, list[str]]] = {}
+    for rnd, rid in refused:
+        by_round.setdefault(rnd.index, (rnd, []))[1].append(rid)
+    for index, (rnd, rids) in by_round.items():
+        base, other = _runs(rr, rnd, policy, notes, per_round)
+        table = {d["rid"]: d["delay_s"] for d in first_token_delays(base, other)}
+        out.extend(Refusal(index, rid, table.get(rid)) for rid in rids)
+    return tuple(out)
+
+
+def _runs(rr, rnd: Round, policy: str, notes: list[str], per_round: float):
+    if rnd.index == rr.start_round and "prefix" in rr.results and policy in rr.results:
+        return rr.results["prefix"], rr.results[policy]
+    notes.append(
+        f"first-token delays under {policy} outside the replay's own runs: prefix and "
+        f"{policy} run forward from that round's rebuilt state, a round lasting {per_round:.2f} s "
+        "(derived: the log's span over its rounds), finished requests' memory free at once, "
+        "the memory held outside the round's queue held throughout (assumed)"
+    )
+    timing = Timing(round_overhead_s=per_round)
+    return tuple(
+        node_at(rr.rebuild, rnd, p, timing=timing).run(max_rounds=FORWARD_ROUNDS)
+        for p in ("prefix", policy)
     )
 
 
@@ -142,42 +244,6 @@ def lowest_per_stretch(margins: list[Margin], points: int = MARGIN_POINTS) -> tu
     return tuple(
         min(margins[i : i + size], key=lambda m: (m.margin, m.round))
         for i in range(0, len(margins), size)
-    )
-
-
-def _delays(
-    rr, policy: str, refused: list[tuple[Round, str]], notes: list[str]
-) -> tuple[Refusal, ...]:
-    """First-token delay of each refused request: at the replay's start round from its own
-    runs (with its transfer model); elsewhere from both policies run forward from the
-    round's rebuilt state."""
-    if not refused:
-        return ()
-    out = []
-    by_round: dict[int, tuple[Round, list[str]]] = {}
-    for rnd, rid in refused:
-        by_round.setdefault(rnd.index, (rnd, []))[1].append(rid)
-    for index, (rnd, rids) in by_round.items():
-        base, other = _runs(rr, rnd, policy, notes)
-        table = {d["rid"]: d["delay_s"] for d in first_token_delays(base, other)}
-        out.extend(Refusal(index, rid, table.get(rid)) for rid in rids)
-    return tuple(out)
-
-
-def _runs(rr, rnd: Round, policy: str, notes: list[str]):
-    if rnd.index == rr.start_round and "prefix" in rr.results and policy in rr.results:
-        return rr.results["prefix"], rr.results[policy]
-    per_round = round_seconds(rr.rebuild)
-    notes.append(
-        f"first-token delays under {policy} outside the replay's own runs: prefix and "
-        f"{policy} run forward from that round's rebuilt state, a round lasting {per_round:.2f} s "
-        "(derived: the log's span over its rounds), finished requests' memory free at once, "
-        "the memory held outside the round's queue held throughout (assumed)"
-    )
-    timing = Timing(round_overhead_s=per_round)
-    return tuple(
-        node_at(rr.rebuild, rnd, p, timing=timing).run(max_rounds=FORWARD_ROUNDS)
-        for p in ("prefix", policy)
     )
 
 

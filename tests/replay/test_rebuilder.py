@@ -40,4 +40,4 @@ def test_streamed_rounds_equal_the_collected_rebuild():
     streamed = [r.as_dict() for r in rb.stream(deciding_rows(events, "PP0"))]
     collected = rebuild_rounds(events, cfg, conf)
     assert streamed == [r.as_dict() for r in collected.rounds]
-    assert rb.oom == collected.oom and rb.oom["round"] == len(streamed) - 1
+    assert rb.oom == collected.oom and rb.oom.round == len(streamed) - 1

@@ -57,10 +57,10 @@ def test_rebuilt_pieces_match_the_run_or_are_flagged(tmp_path_factory, data):
         pairs = enumerate(zip(truth, rebuilt, strict=False))
         k = next((i for i, (a, b) in pairs if a != b), min(len(truth), len(rebuilt)))
         at = placed[k][0] if k < len(placed) else (rb.rounds[-1].index if rb.rounds else 0)
-        flagged = [c for c in rb.contradictions if c["round"] is None or c["round"] <= at]
+        flagged = [c for c in rb.contradictions if c.round is None or c.round <= at]
         assert flagged, f"silently different from round {at}:\n{truth}\n{rebuilt}"
     fid = check_fidelity(rb)
-    assert fid["mismatches"] == [], fid["mismatches"][:3]
+    assert fid.mismatches == (), fid.mismatches[:3]
     if cap.oom is not None and not rb.contradictions:
-        assert rb.oom["tokens"] == cap.oom.tokens
-        assert rb.oom["rid"] == cap.oom.rid
+        assert rb.oom.tokens == cap.oom.tokens
+        assert rb.oom.rid == cap.oom.rid

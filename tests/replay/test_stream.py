@@ -34,3 +34,46 @@ def test_bad_since_is_a_one_line_error(tmp_path):
     r = cli("rounds", INC / "pp0.log", "--since", "yesterday")
     assert r.returncode == 2
     assert "--since 'yesterday'" in r.stderr and "Traceback" not in r.stderr
+
+
+# -- replay streams --------------------------------------------------------------------
+
+import pytest  # noqa: E402
+
+from kvforensics.replay import replay_logs  # noqa: E402
+from kvforensics.replay.stock import StockAnalysis  # noqa: E402
+from kvforensics.scan import whole_log  # noqa: E402
+
+LOGS = FIXTURES / "logs"
+INPUTS = {
+    "incident": [INC / "pp0.log", INC / "pp1.log.gz", INC / "pp3.log"],
+    "incident-pp0": [INC / "pp0.log"],
+    "clean": [LOGS / "clean" / "pp0.log"],
+    "contradiction": [LOGS / "contradiction" / "pp0.log"],
+    "samples": [LOGS / "samples" / f"incident-pp{r}.log" for r in (0, 1, 3)],
+    "stock": [LOGS / "stock" / "2025-4602-decode-oom-page64.log"],
+}
+POLICIES = ["fixed", "upstream", "drain", "park"]
+
+
+def _json(paths, **kw) -> str:
+    rr = replay_logs(paths, POLICIES, stock=True, whole_log=True, **kw)
+    d = rr.as_dict()
+    if not isinstance(rr, StockAnalysis):
+        d["whole_log"] = whole_log(rr).as_dict()
+    return json.dumps(d, sort_keys=False, default=str)
+
+
+@pytest.mark.parametrize("name", sorted(INPUTS))
+@pytest.mark.parametrize("window", [None, 50])
+def test_streamed_replay_says_what_the_whole_replay_says(name, window):
+    whole = _json(INPUTS[name])
+    kw = {"stream": True} | ({"window": window} if window else {})
+    assert _json(INPUTS[name], **kw) == whole
+
+
+def test_streamed_replay_keeps_few_rounds_and_counts_all():
+    rr = replay_logs(INPUTS["incident"], ["fixed"], stream=True, window=50)
+    assert rr.rounds_seen == 7751 and rr.logged_seen == rr.fidelity.rounds_checked == 5162
+    kept = [r.index for r in rr.rebuild.rounds]
+    assert len(kept) < 100 and kept[-1] == 7750 and rr.start_round in kept

@@ -64,7 +64,7 @@ def test_each_incident_holds_its_causes_and_no_other(incident):
     assert held == {cid: cid in inc.holds for cid in IDS}
     rebuilt = [(p.start, p.end) for r in rr.rebuild.rounds for p in r.pieces if p.rid == inc.victim]
     assert rebuilt == inc.pieces(inc.victim)
-    assert rr.rebuild.contradictions == [] and rr.fidelity["mismatches"] == []
+    assert rr.rebuild.contradictions == [] and rr.fidelity.mismatches == ()
     assert rr.reproduced is True
     for name in POLICIES:
         assert (rr.results[name].oom is None) == (name in inc.avoided_by), name
@@ -86,7 +86,7 @@ def test_no_impossible_baseline_and_no_contradiction(external):
         for v in (r.baseline, r.baseline_end):
             assert v is None or 0 <= v.value <= pool
     assert rr.rebuild.contradictions == []
-    assert rr.fidelity["mismatches"] == []
+    assert rr.fidelity.mismatches == ()
 
 
 def test_external_allocation_and_forced_resume_hold_and_nothing_else(external):

@@ -1,0 +1,160 @@
+"""One pass over the rebuilt rounds as they stream by. Each round is re-run under
+``prefix`` once (the fidelity check and the whole-log findings share that run), checked
+for continuity with the round before, and its traffic gathered for the transfer model;
+then only what the verdict, the causes and the forward runs need is kept: the recent
+rounds, the rounds with an out-of-memory, the round where each still-unfinished request
+was truncated (with the times of the rounds since), and the rounds a fix refuses in."""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from kvforensics.model import Config
+from kvforensics.replay.fidelity import FidelityCheck
+from kvforensics.replay.transfers import Traffic
+from kvforensics.rounds import Round
+from kvforensics.rounds.continuity import Continuity
+from kvforensics.rounds.crosscheck import RoundKeys
+
+#: recent rounds kept (the report's history, the cross-checks' kept rounds)
+WINDOW = 5_000
+
+
+@dataclass
+class Timed:
+    """How many rounds carry a time, the first and the last time, and the last such round."""
+
+    count: int = 0
+    first: datetime | None = None
+    last: Round | None = None
+
+    def add(self, rnd: Round) -> None:
+        if rnd.time is None:
+            return
+        self.count += 1
+        self.first = rnd.time if self.first is None else self.first
+        self.last = rnd
+
+    def span(self) -> float:
+        return (self.last.time - self.first).total_seconds() if self.count > 1 else 0.0
+
+    @classmethod
+    def of(cls, rounds) -> Timed:
+        t = cls()
+        for r in rounds:
+            t.add(r)
+        return t
+
+
+@dataclass
+class Known:
+    """What a model node at a round needs besides the round: the sizes and prompt lengths."""
+
+    cfg: Config
+    seq_lens: dict[str, int]
+
+
+@dataclass
+class RoundPass:
+    cfg: Config
+    seq_lens: dict[str, int]
+    window: int | None = WINDOW
+    whole: bool = False
+    timed: Timed = field(default_factory=Timed)
+    logged: int = 0
+    last_logged: Round | None = None
+
+    def __post_init__(self) -> None:
+        from kvforensics.scan.whole_log import WholeLogPass
+
+        self.known = Known(self.cfg, self.seq_lens)
+        self.fidelity = FidelityCheck(self.known)
+        self.wholelog = WholeLogPass(self.known) if self.whole else None
+        self.continuity = Continuity(self.cfg.page_size)
+        self.traffic = Traffic(self.cfg)
+        self.keys = RoundKeys()
+        self._recent: deque[Round] = deque(maxlen=self.window)
+        #: rid -> (the logged round it was first truncated in, the times since), while
+        #: it is unfinished
+        self._truncated: dict[str, tuple[Round, Timed]] = {}
+        self._ooms: list[Round] = []
+        #: the timed rounds since the last logged one (it included)
+        self.since_logged = Timed()
+        #: round index -> prompt lengths of its requests, for the rounds that may be kept
+        #: (a finished request leaves ``seq_lens``, so memory stays flat)
+        self._lens: dict[int, dict[str, int]] = {}
+
+    def add(self, rnd: Round) -> None:
+        run = self.wholelog.add(rnd) if self.wholelog is not None else None
+        self.fidelity.add(rnd, run.steps if run is not None else None)
+        self.continuity.add(rnd)
+        self.traffic.add(rnd, self.seq_lens)
+        self.keys.add(rnd)
+        self.timed.add(rnd)
+        for _, since in self._truncated.values():
+            since.add(rnd)
+        self._keep(rnd)
+        if rnd.decisions:
+            self.logged += 1
+            self.last_logged = rnd
+            self.since_logged = Timed()
+        self.since_logged.add(rnd)
+        for d in rnd.decisions:
+            if d.decision == "truncated" and d.rid not in self._truncated:
+                self._truncated[d.rid] = (rnd, Timed.of([rnd]))
+        if rnd.oom is not None:
+            self._ooms.append(rnd)
+            return
+        for p in rnd.pieces:
+            if p.end == self.seq_lens.get(p.rid):  # finished: forget it
+                self._truncated.pop(p.rid, None)
+                del self.seq_lens[p.rid]
+
+    def late(self, rnd: Round) -> None:
+        """A round another rank's lines added after the stream ended (whole-log only)."""
+        if self.wholelog is not None:
+            self.wholelog.add(rnd)
+        self._recent.append(rnd)
+        self._lens[rnd.index] = self._lens_of(rnd)
+
+    def _lens_of(self, rnd: Round) -> dict[str, int]:
+        rids = {d.rid for d in rnd.decisions} | {p.rid for p in rnd.pieces}
+        return {r: self.seq_lens[r] for r in rids if r in self.seq_lens}
+
+    def _keep(self, rnd: Round) -> None:
+        recent = self._recent
+        if recent.maxlen is not None and len(recent) == recent.maxlen:
+            old = recent[0].index
+            if not self._pinned(old):
+                self._lens.pop(old, None)
+        recent.append(rnd)
+        self._lens[rnd.index] = self._lens_of(rnd)
+
+    def _pinned(self, index: int) -> bool:
+        if any(r.index == index for r, _ in self._truncated.values()):
+            return True
+        if any(r.index == index for r in self._ooms):
+            return True
+        return self.wholelog is not None and index in self.wholelog.refused_rounds
+
+    def truncation(self, rid: str) -> tuple[Round, Timed] | None:
+        """The round where ``rid`` was first truncated, and the timed rounds since."""
+        return self._truncated.get(rid)
+
+    def kept(self) -> list[Round]:
+        """The rounds kept, in index order."""
+        pinned = [r for r, _ in self._truncated.values()] + self._ooms
+        if self.wholelog is not None:
+            pinned += self.wholelog.pinned()
+        every = {r.index: r for r in pinned} | {r.index: r for r in self._recent}
+        return [every[i] for i in sorted(every)]
+
+    def kept_seq_lens(self, kept: list[Round]) -> dict[str, int]:
+        """Prompt lengths of the requests of the rounds kept and of those unfinished."""
+        out: dict[str, int] = {}
+        for r in kept:
+            out.update(self._lens.get(r.index) or self._lens_of(r))
+        out.update(self.seq_lens)
+        return out
