@@ -226,6 +226,7 @@ class PrefillNode:
             evictable=dict(state.evictable),
             cache_kind=cfg.cache_kind,
             unevictable=state.unevictable,
+            swa_size=cfg.swa_pool_size,
         )
         pool.lock(state.locked)
         for owner, tokens in state.held:
