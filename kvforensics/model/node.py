@@ -48,6 +48,9 @@ class PrefixSource(Protocol):
     def match(self, req: Request, pool: PagePool) -> None:
         """Set ``req``'s device prefix, host hit and cache keys from what is cached now."""
 
+    def checkpoint(self, req: Request, end: int, pool: PagePool) -> None:
+        """``req``'s tokens up to ``end`` are computed (after every forward)."""
+
     def on_transfer_done(self, req: Request) -> None:
         """``req``'s KV has left for the decode node and is cache from now on."""
 
@@ -226,6 +229,7 @@ class PrefillNode:
             evictable=dict(state.evictable),
             cache_kind=cfg.cache_kind,
             unevictable=state.unevictable,
+            swa_size=cfg.swa_pool_size,
         )
         pool.lock(state.locked)
         for owner, tokens in state.held:
@@ -367,6 +371,8 @@ class PrefillNode:
         for req, s, e in adder.pieces:
             req.done = e
             req.pieces.append((self.round, s, e))
+            if self.prefix_cache is not None:
+                self.prefix_cache.checkpoint(req, e, pool)
             if e >= req.seq_len:
                 req.finished_round, req.finished_time = self.round, self.now
                 self._push_inflight(
