@@ -27,9 +27,13 @@ def readings(oom: LoggedOom) -> list[PoolReading]:
                 evictable=oom.evictable_size,
             )
         )
-    for name, total in (("swa", oom.swa_available), ("mamba", oom.mamba_available)):
+    others = (
+        ("swa", oom.swa_available, oom.swa_available_size, oom.swa_evictable_size),
+        ("mamba", oom.mamba_available, oom.mamba_available_size, oom.mamba_evictable_size),
+    )
+    for name, total, free, evictable in others:
         if total is not None:
-            pools.append(PoolReading(name, available=total))
+            pools.append(PoolReading(name, available=total, free=free, evictable=evictable))
     return pools
 
 

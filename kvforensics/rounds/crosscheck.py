@@ -318,17 +318,27 @@ def _check_batches(rb: Rebuild, keys: RoundKeys, rank: str, lines: list[dict]) -
     return added
 
 
-def _check_plans(rb: Rebuild, keys: RoundKeys, rank: str, lines: list[dict]) -> None:
-    # The plan of the crashing round may or may not have reached this rank.
-    reached = lines and rb.oom and lines[-1]["extend_tokens"] == rb.oom.tokens
-    targets = keys.with_pieces() if reached else keys.forwarded()
+def _misfits(rounds: list[Key], lines: list[dict], same) -> int:
+    """How many rounds and lines an alignment leaves unpaired or disagreeing."""
+    return sum(r is None or ln is None or not same(r, ln) for r, ln in _align(rounds, lines, same))
 
+
+def _check_plans(rb: Rebuild, keys: RoundKeys, rank: str, lines: list[dict]) -> None:
     def same(rnd: Key, p: dict) -> bool:
         return (
             rnd.same_rids(list(p["rids"] or []))
             and p["extend_tokens"] == rnd.new_tokens
             and _near(rnd, p)
         )
+
+    # The plan of the crashing round may or may not have reached this rank: the reading
+    # that pairs the lines with fewer misfits (a last line the size of the out-of-memory
+    # piece may as well be the round before it, when the pieces are all one chunk).
+    targets = keys.forwarded()
+    if lines and rb.oom and lines[-1]["extend_tokens"] == rb.oom.tokens:
+        with_crash = keys.with_pieces()
+        if _misfits(with_crash, lines, same) < _misfits(targets, lines, same):
+            targets = with_crash
 
     for key, p in _pairs(rb, rank, "replayed plan", targets, lines, same):
         rids = [x.rid for x in key.round.pieces] if key.round is not None else None

@@ -34,7 +34,11 @@ class LoggedOom:
     where: str | None = None
     time: str | None = None
     swa_available: int | None = None
+    swa_available_size: int | None = None
+    swa_evictable_size: int | None = None
     mamba_available: int | None = None
+    mamba_available_size: int | None = None
+    mamba_evictable_size: int | None = None
     round: int | None = None
     rid: str | None = None
 

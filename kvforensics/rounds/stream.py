@@ -26,7 +26,7 @@ from kvforensics.rounds.config import check_overrides, read_config
 from kvforensics.rounds.crosscheck import merge_spans, spans_of
 from kvforensics.rounds.provenance import Prov
 from kvforensics.rounds.ranks import deciding_rank
-from kvforensics.rounds.rebuild import Rebuilder
+from kvforensics.rounds.rebuild import Rebuilder, other_batches
 from kvforensics.rounds.records import Round
 from kvforensics.rounds.segment import KINDS, rows_of
 from kvforensics.rounds.source import check_prefill, has_adder_lines, require_adder_lines
@@ -104,9 +104,11 @@ class LogStream:
     #: whether any line's time carries milliseconds
     has_ms: bool = False
     _side: list[pl.DataFrame] = field(default_factory=list)
+    _batches: pl.DataFrame | None = None
 
     def __iter__(self) -> Iterator[Round]:
         check_overrides(self.overrides)
+        self._batches = self._batch_lines() if len(self.paths) > 1 else None
         held: list[pl.DataFrame] | None = []
         frames = iter_events(
             self.paths, self.summary, extra_formats=self.formats, progress=self.progress
@@ -170,7 +172,19 @@ class LogStream:
         self.rank = self.rank if self.rank is not None else deciding_rank(first, None)
         cfg, conf = read_config(first, self.overrides, self.summary.unreadable_samples)
         self.cfg, self.config = cfg, conf
-        self.rebuilder = Rebuilder(cfg)
+        lines = first if self._batches is None else self._batches
+        self.rebuilder = Rebuilder(cfg, other_batches(lines, self.rank))
+
+    def _batch_lines(self) -> pl.DataFrame:
+        """Every batch line of the logs, read ahead: a silent round's piece may need
+        another rank's, and that rank's file may come after the deciding rank's. (With
+        one file, the batch lines before the first adder line are all it gets.)"""
+        keep = []
+        for frame in iter_events(self.paths, ParseSummary(), extra_formats=self.formats):
+            if "new_token" in frame.columns:
+                b = frame.filter(pl.col("kind") == "prefill_batch")
+                keep.append(b.select("kind", "rank", "file", "line", "time", "new_token"))
+        return pl.concat(keep, how="vertical_relaxed") if keep else pl.DataFrame()
 
     def _frame(self, frame: pl.DataFrame) -> Iterator[Round]:
         self.spans = merge_spans(self.spans, spans_of(frame))
