@@ -122,6 +122,7 @@ class LogOptions:
             "transfer_seconds": self.transfer_seconds,
             "rank": self.rank,
             "formats": self.formats,
+            "narrow": self.narrow(),
         }
 
 

@@ -17,7 +17,9 @@ from kvforensics.cli._inputs import (
     PageSize,
     Pool,
     Rank,
+    Since,
     TransferSeconds,
+    Until,
     check_format,
 )
 from kvforensics.errors import InputError
@@ -45,10 +47,14 @@ def diff(
     pool_size: Pool = None,
     rank: Rank = None,
     formats: Formats = None,
+    since: Since = None,
+    until: Until = None,
 ) -> None:
     """Compare two ledgers round by round and show where they first diverge."""
     check_format(fmt, ("table", "json", "markdown"))
-    opts = LogOptions(page_size, align, chunk_size, pool_size, rank, formats, transfer_seconds)
+    opts = LogOptions(
+        page_size, align, chunk_size, pool_size, rank, formats, transfer_seconds, since, until
+    )
     names = [p.strip() for p in policy.split(",") if p.strip()] if policy else None
     if are_logs(inputs):
         names = names or ["prefix", "fixed"]

@@ -23,7 +23,9 @@ from kvforensics.cli._inputs import (
     PageSize,
     Pool,
     Rank,
+    Since,
     TransferSeconds,
+    Until,
     check_format,
 )
 from kvforensics.errors import InputError, KvfError
@@ -77,6 +79,8 @@ def exec_(
     pool_size: Pool = None,
     rank: Rank = None,
     formats: Formats = None,
+    since: Since = None,
+    until: Until = None,
 ) -> None:
     """Perform each round's allocations, load-backs and writes on a real KV cache with an
     independent allocator; confirm the out-of-memory (or its absence) and KV integrity.
@@ -87,7 +91,9 @@ def exec_(
     if policy not in POLICIES:
         raise InputError(f"unknown policy {policy!r}; choose from {', '.join(POLICIES)}")
     check_format(fmt, ("table", "json"))
-    opts = LogOptions(page_size, align, chunk_size, pool_size, rank, formats, transfer_seconds)
+    opts = LogOptions(
+        page_size, align, chunk_size, pool_size, rank, formats, transfer_seconds, since, until
+    )
     for n, name in ((layers, "--layers"), (kv_dim, "--kv-dim")):
         if n is not None and n <= 0:
             raise InputError(f"{name} must be positive")

@@ -17,7 +17,9 @@ from kvforensics.cli._inputs import (
     PageSize,
     Pool,
     Rank,
+    Since,
     TransferSeconds,
+    Until,
     check_format,
 )
 from kvforensics.errors import InputError
@@ -49,12 +51,16 @@ def explain(
     pool_size: Pool = None,
     rank: Rank = None,
     formats: Formats = None,
+    since: Since = None,
+    until: Until = None,
 ) -> None:
     """Tell a round step by step under each policy: what each request asked, the books, the decision."""
     if (round_no is None) == (rid is None):
         raise InputError("give exactly one of --round or --rid")
     check_format(fmt, ("table", "json", "markdown"))
-    opts = LogOptions(page_size, align, chunk_size, pool_size, rank, formats, transfer_seconds)
+    opts = LogOptions(
+        page_size, align, chunk_size, pool_size, rank, formats, transfer_seconds, since, until
+    )
     names = [p.strip() for p in policy.split(",") if p.strip()] if policy else None
     if are_logs(sources):
         rr, results = replay_inputs(sources, names, **opts.replay_kwargs())

@@ -30,7 +30,9 @@ from kvforensics.cli._inputs import (
     PageSize,
     Pool,
     Rank,
+    Since,
     TransferSeconds,
+    Until,
     check_format,
 )
 from kvforensics.replay import replay_logs, verdict_text
@@ -55,18 +57,20 @@ def replay(
     pool_size: Pool = None,
     rank: Rank = None,
     formats: Formats = None,
+    since: Since = None,
+    until: Until = None,
     no_progress: NoProgress = False,
 ) -> None:
     """Rebuild the rounds, check the model against them, re-run them under each policy."""
     check_format(fmt, ("table", "json"))
     opts = LogOptions(
-        page_size, align, chunk_size, pool_size, rank, formats, transfer_seconds,
-        no_progress=no_progress,
+        page_size, align, chunk_size, pool_size, rank, formats, transfer_seconds, since, until,
+        no_progress,
     )  # fmt: skip
     progress = fmt != "json" and opts.progress()
     rr = replay_logs(
         logs, split_policies(policy), progress=progress, stock=True, stream=True,
-        whole_log=True, narrow=opts.narrow(), **opts.replay_kwargs(),
+        whole_log=True, **opts.replay_kwargs(),
     )  # fmt: skip
     if isinstance(rr, StockAnalysis):
         _print_stock(rr, fmt)

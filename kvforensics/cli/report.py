@@ -17,7 +17,9 @@ from kvforensics.cli._inputs import (
     PageSize,
     Pool,
     Rank,
+    Since,
     TransferSeconds,
+    Until,
 )
 from kvforensics.errors import InputError
 from kvforensics.outputs import check_output
@@ -52,12 +54,16 @@ def report(
     pool_size: Pool = None,
     rank: Rank = None,
     formats: Formats = None,
+    since: Since = None,
+    until: Until = None,
 ) -> None:
     """Write report.md, figures, ledgers and events (Parquet and CSV) for a replay or a scenario."""
     names = split_policies(policy)
     check_output(out, inputs, directory=True)
     manifest.claim(out, [], force)  # a non-empty OUT is refused before any work
-    opts = LogOptions(page_size, align, chunk_size, pool_size, rank, formats, transfer_seconds)
+    opts = LogOptions(
+        page_size, align, chunk_size, pool_size, rank, formats, transfer_seconds, since, until
+    )
     if are_logs(inputs):
         rr, results = replay_inputs(inputs, names, **opts.replay_kwargs())
         head, story, evidence = log_report(rr, names, inputs)

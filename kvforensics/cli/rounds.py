@@ -23,12 +23,12 @@ from kvforensics.cli._inputs import (
     check_format,
 )
 from kvforensics.errors import InputError
-from kvforensics.logs import load_catalogue, read_events
+from kvforensics.logs import load_catalogue
 from kvforensics.outputs import atomic_write, check_output
 from kvforensics.replay import EXIT_MISMATCH
 from kvforensics.replay.stock import fork_lines, require_scheduler_log
 from kvforensics.report.terminal import FitTable
-from kvforensics.rounds import cross_check, read_config, rebuild_rounds
+from kvforensics.rounds import from_logs
 from kvforensics.rounds.batches import batch_rounds
 from kvforensics.rounds.ranks import describe_rank
 from kvforensics.rounds.stream import LogStream, narrow_rounds
@@ -67,18 +67,16 @@ def rounds(
     if output is not None:
         _write(logs, output, opts, narrow)
         return
-    events, summary = read_events(logs, extra_formats=formats, progress=opts.progress())
-    if not (events["kind"] == "adder_check").any() and not fork_lines(
-        events, load_catalogue(formats)
-    ):  # a release's log: batch-level rounds
-        require_scheduler_log(summary)
-        _batch_level(events, summary, fmt, last, opts.rank)
-        return
-    cfg, conf = read_config(events, opts.overrides(), summary.unreadable_samples)
-    rb = rebuild_rounds(events, cfg, conf, rank=opts.rank)
-    cross_check(rb, events)
-    if narrow:
-        rb.rounds = [r for r in rb.rounds if not (narrow.before(r) or narrow.after(r))]
+    args = dict(overrides=opts.overrides(), rank=opts.rank, formats=formats,
+                progress=opts.progress(), narrow=narrow)  # fmt: skip
+    got = from_logs(logs, hold=True, **args)
+    if got.rebuild is None:
+        if not fork_lines(got.events, load_catalogue(formats)):  # a release's log
+            require_scheduler_log(got.summary)
+            _batch_level(got.events, got.summary, fmt, last, opts.rank)
+            return
+        got = from_logs(logs, **args)  # the fork's lines without an adder line
+    events, summary, rb = got.events, got.summary, got.rebuild
     if fmt == "json":
         print_json({"log": summary.to_dict(), **rb.as_dict()})
         raise typer.Exit(EXIT_MISMATCH if rb.contradictions else 0)

@@ -18,7 +18,9 @@ from kvforensics.cli._inputs import (
     PageSize,
     Pool,
     Rank,
+    Since,
     TransferSeconds,
+    Until,
     check_format,
 )
 
@@ -52,6 +54,8 @@ def scan(
     pool_size: Pool = None,
     rank: Rank = None,
     formats: Formats = None,
+    since: Since = None,
+    until: Until = None,
 ) -> None:
     """Scan a fleet's logs: out-of-memory causes, gap admissions, margins, what fixes refuse.
 
@@ -63,14 +67,19 @@ def scan(
     from kvforensics.scan.terminal import print_fleet
 
     check_format(fmt, ("table", "json"))
-    given = LogOptions(page_size, align, chunk_size, pool_size, rank, formats, transfer_seconds)
+    given = LogOptions(
+        page_size, align, chunk_size, pool_size, rank, formats, transfer_seconds, since, until
+    )
     opts = ScanOptions(
         policies=tuple(split_policies(policy)),
         overrides=tuple(given.overrides().items()),
         transfer_seconds=transfer_seconds,
         rank=rank,
         formats=tuple(str(f) for f in formats or ()),
+        since=since,
+        until=until,
     )
+    given.narrow()  # a bad value is a one-line error before any node is read
     local = [Path(p) for p in paths if "://" not in p]
     if output:
         for target in gap_table_beside(output), output:

@@ -198,6 +198,7 @@ def _streamed(paths, args, narrow: Narrow, window: int, whole_log: bool):
     if changed:
         rb.contradictions.append(Contradiction(None, "configuration", changed))
     rb.seq_lens = ps.kept_seq_lens(kept)
+    narrow.trim(rb)
     ps.keys.kept = {r.index: r for r in kept}
     for rnd in cross_check(rb, ls.side, keys=ps.keys, spans=ls.spans):
         ps.late(rnd)

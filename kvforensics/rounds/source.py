@@ -77,4 +77,5 @@ def from_logs(
     cross_check(rb, events)
     if narrow:
         rb.rounds = [r for r in rb.rounds if narrow.within(r)]
+        narrow.trim(rb)
     return LogRounds(events, summary, rb)

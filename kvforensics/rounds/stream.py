@@ -60,6 +60,21 @@ class Narrow:
             return True
         return self.until_time is not None and rnd.time is not None and rnd.time > self.until_time
 
+    def trim(self, rb) -> None:
+        """What falls outside is no part of the replay: the logged out-of-memory and the
+        contradictions of rounds there (the cross-checks ran on the rounds kept)."""
+        if not self:
+            return
+        o = rb.oom
+        if o is not None and o.round is not None:
+            at = Round(o.round, datetime.fromisoformat(o.time) if o.time else None)
+            if not self.within(at):
+                rb.oom = None
+        # a contradiction carries its round's number only: a time bound does not cut it
+        rb.contradictions = [
+            c for c in rb.contradictions if c.round is None or self.within(Round(c.round, None))
+        ]
+
     def __bool__(self) -> bool:
         return any(v is not None for v in (self.since_round, self.until_round,
                                            self.since_time, self.until_time))  # fmt: skip

@@ -13,6 +13,7 @@ from kvforensics.errors import KvfError
 from kvforensics.logs.source import check_readable
 from kvforensics.model import POLICIES
 from kvforensics.replay.stock import StockAnalysis
+from kvforensics.rounds.stream import Narrow
 from kvforensics.scan.discover import is_url
 from kvforensics.scan.records import NodeScan, NodeSpec
 from kvforensics.scan.whole_log import FIXES, whole_log
@@ -27,6 +28,9 @@ class ScanOptions:
     transfer_seconds: float | None = None
     rank: str | None = None
     formats: tuple[str, ...] = ()
+    #: ``--since`` / ``--until`` as given (``rounds.stream.Narrow``)
+    since: str | None = None
+    until: str | None = None
 
 
 def scan_node(spec: NodeSpec, opts: ScanOptions) -> NodeScan:
@@ -88,6 +92,7 @@ def _scan(spec: NodeSpec, opts: ScanOptions, local: list[Path], unreadable) -> N
         stock=True,
         stream=True,
         whole_log=True,
+        narrow=Narrow.parse(opts.since, opts.until),
     )
     if isinstance(rr, StockAnalysis):
         return _stock(spec, rr, unreadable)
