@@ -82,7 +82,7 @@ class RoundPass:
         self._ooms: list[Round] = []
         #: the timed rounds since the last logged one (it included)
         self.since_logged = Timed()
-        #: round index -> prompt lengths of its requests, for the rounds that may be kept
+        #: round index -> its resumed chunk's prompt length, for the rounds that may be kept
         #: (a finished request leaves ``seq_lens``, so memory stays flat)
         self._lens: dict[int, dict[str, int]] = {}
 
@@ -120,7 +120,9 @@ class RoundPass:
         self._lens[rnd.index] = self._lens_of(rnd)
 
     def _lens_of(self, rnd: Round) -> dict[str, int]:
-        rids = {d.rid for d in rnd.decisions} | {p.rid for p in rnd.pieces}
+        # A model node at a round takes its queue's lengths from the decisions; only the
+        # resumed chunk's comes from ``seq_lens``.
+        rids = [p.rid for p in rnd.pieces if p.kind == "resumed"]
         return {r: self.seq_lens[r] for r in rids if r in self.seq_lens}
 
     def _keep(self, rnd: Round) -> None:
@@ -152,7 +154,8 @@ class RoundPass:
         return [every[i] for i in sorted(every)]
 
     def kept_seq_lens(self, kept: list[Round]) -> dict[str, int]:
-        """Prompt lengths of the requests of the rounds kept and of those unfinished."""
+        """Prompt lengths of the chunks resumed in the rounds kept and of the requests
+        unfinished."""
         out: dict[str, int] = {}
         for r in kept:
             out.update(self._lens.get(r.index) or self._lens_of(r))

@@ -99,10 +99,19 @@ def margin(run: Rerun, rnd: Round) -> tuple[int, int, bool] | None:
     return allocs[-1].baseline_after, tails, False
 
 
-def _fix_may_differ(run: Rerun) -> bool:
-    """A fix's hooks act after a truncation or on a forced resume; elsewhere its round is
-    the prefix round, so it is not re-run."""
-    return any(_unreserved(r) or r.forced for r in run.adder())
+def _fix_may_refuse(run: Rerun) -> bool:
+    """A fix's hooks act after a truncation or on a forced resume; before that its steps
+    are the prefix run's. So it can refuse only a request the prefix run admits after an
+    unreserved truncation, or anything once a resume was forced: elsewhere it is not
+    re-run."""
+    cut = False
+    for r in run.adder():
+        if r.forced:
+            return True
+        if cut and r.decision in ADMITTED:
+            return True
+        cut = cut or bool(_unreserved(r))
+    return False
 
 
 class Margins:
@@ -167,7 +176,7 @@ class WholeLogPass:
         m = margin(run, rnd)
         if m is not None:
             self.margins.add(rnd, *m)
-        if _fix_may_differ(run):
+        if _fix_may_refuse(run):
             for policy in self.fixes:
                 kept = set(rerun(self.known, rnd, policy).admitted())
                 refused = [(rnd, r) for r in run.admitted() if r not in kept]
