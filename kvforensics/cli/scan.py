@@ -57,6 +57,7 @@ def scan(
 
     Exit codes: 0 at least one node was scanned (its findings are in the output); 2 bad
     input, or no node could be replayed."""
+    from kvforensics.errors import InputError
     from kvforensics.outputs import check_output
     from kvforensics.scan import ScanOptions, scan, write_parquet
     from kvforensics.scan.fleet import gap_table_beside
@@ -75,6 +76,8 @@ def scan(
     if output:
         for target in gap_table_beside(output), output:
             check_output(target, local)
+        if output.suffix != ".parquet":  # the tables are written as Parquet, whatever the name
+            raise InputError(f"{output}: give a file ending in .parquet")
     if report:
         check_output(report, local, directory=True)
     with progress_bar() as bar:

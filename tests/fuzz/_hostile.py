@@ -278,6 +278,7 @@ def _outputs(rng: random.Random, case, tmp: Path) -> None:
         case.argv += ["--report", str(out)]
         case.outputs.append(out)
     if not case.outputs or rng.random() > 0.25:
+        _beside(case)
         return
     old = case.outputs[-1]
     full = tmp / "full"
@@ -299,3 +300,13 @@ def _outputs(rng: random.Random, case, tmp: Path) -> None:
     i = len(case.argv) - 1 - case.argv[::-1].index(str(old))
     case.argv[i] = shown
     case.outputs[-1] = new
+    _beside(case)
+
+
+def _beside(case) -> None:
+    """scan -o writes its gap admissions table beside the nodes table."""
+    if case.argv[0] != "scan" or "-o" not in case.argv:
+        return
+    out = Path(case.argv[case.argv.index("-o") + 1])
+    out = out if out.is_absolute() else case.outputs[0].parent / out
+    case.outputs.append(out.with_name(f"{out.stem}.gap_admissions{out.suffix or '.parquet'}"))
