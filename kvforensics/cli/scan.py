@@ -92,8 +92,11 @@ def scan(
             on_start=lambda n: bar.update(task, total=n),
             on_done=lambda _n: bar.advance(task),
         )
-    written = write_parquet(fleet, output, paths) if output else []
-    if report:
+    # findings are data (exit 0); a scan that could replay no node at all is bad input,
+    # and a failed run writes nothing
+    failed = not fleet.totals()["scanned"]
+    written = write_parquet(fleet, output, paths) if output and not failed else []
+    if report and not failed:
         from kvforensics.scan.report import write_report
 
         written += write_report(fleet, report)
@@ -103,6 +106,7 @@ def scan(
         print_fleet(fleet, console)
         for path in written:
             console.print(f"wrote {path}", highlight=False)
-    # findings are data (exit 0); a scan that could replay no node at all is bad input
-    if not fleet.totals()["scanned"]:
+    if failed:
+        if output or report:
+            typer.echo("error: no node could be replayed; nothing written", err=True)
         sys.exit(2)

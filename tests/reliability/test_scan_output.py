@@ -24,3 +24,12 @@ def test_a_parquet_nodes_table_and_its_gaps_are_written(tmp_path):
     assert r.code == 0, r.stderr
     assert pl.read_parquet(tmp_path / "nodes.parquet").height == 1
     pl.read_parquet(tmp_path / "nodes.gap_admissions.parquet")
+
+
+def test_a_scan_that_replays_no_node_writes_nothing(tmp_path):
+    log = tmp_path / "decode.log"
+    log.write_text("hello\n")
+    out, rep = tmp_path / "new" / "nodes.parquet", tmp_path / "new" / "rep"
+    r = run_cli("scan", log, "--jobs", "1", "-o", out, "--report", rep)
+    assert r.code == 2 and "nothing written" in r.stderr, (r.code, r.stderr)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["decode.log"]
