@@ -118,7 +118,8 @@ def _damage_log(rng: random.Random, path: Path) -> None:
         lines = data.split(b"\n")
         at = rng.randrange(len(lines) + 1)
         head = lines[min(at, len(lines) - 1)][:60]
-        body = rng.choice([b"x", b"9", b"rid=a, ", b"\xff"]) * rng.choice([1 << 16, 1 << 22])
+        unit = rng.choice([b"x", b"9", b"rid=a, ", b"\xff"])
+        body = unit * (rng.choice([1 << 16, 1 << 20, 1 << 22]) // len(unit))
         lines.insert(at, head + body)
         data = b"\n".join(lines)
     elif how == "repeat":
@@ -291,7 +292,7 @@ def _outputs(rng: random.Random, case, tmp: Path) -> None:
     new, shown = rng.choice(
         [
             (tmp / name, name),  # relative to the run's directory
-            (tmp / old.name, f"{old}/") if old.suffix == "" else (old, str(old)),
+            (old, f"{old}/"),
             (tmp / name, str(tmp / name)),
             (full, str(full)),
             (link, str(link)),

@@ -102,8 +102,8 @@ class Pool:
         # child can inherit one of its locks held
         ctx = mp.get_context("spawn")
         a, b = ctx.Pipe()
-        sys_tmp = self.root / "tmp" / str(i)
-        sys_tmp.mkdir(parents=True, exist_ok=True)
+        # a directory of its own: what a killed worker left is not the next one's doing
+        sys_tmp = Path(tempfile.mkdtemp(prefix=f"{i}-", dir=self.root))
         args = (b, *self.args, str(sys_tmp), self.limit_kb)
         p = ctx.Process(target=self.target, args=args, daemon=True)
         p.start()
