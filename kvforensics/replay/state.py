@@ -13,6 +13,7 @@ from kvforensics.model import (
     Timing,
     get_policy,
 )
+from kvforensics.model.profiles import FORK, Profile
 from kvforensics.rounds import Rebuild, Round
 
 
@@ -39,6 +40,7 @@ def node_at(
     start_time: float = 0.0,
     outside: dict[int, int] | None = None,
     unevictable: int = 0,
+    profile: Profile = FORK,
 ) -> PrefillNode:
     """A node at the start of ``rnd``: its baseline, its chunked request, its queue."""
     cfg: Config = rb.cfg
@@ -85,4 +87,6 @@ def node_at(
         first_round=rnd.index,
         start_time=start_time,
     )
-    return PrefillNode.from_state(cfg, get_policy(policy), state, timing=timing, outside=outside)
+    return PrefillNode.from_state(
+        cfg, get_policy(policy), state, timing=timing, outside=outside, profile=profile
+    )
