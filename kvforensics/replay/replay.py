@@ -197,6 +197,7 @@ def _run_policies(
         )
 
     stuck = _unevictable(rb, start, rr.assumptions)
+    swa = _swa_pool(rb, start, rr.assumptions)
 
     def build(policy: str, seconds: float | None = None):
         t, inf = timing, inflight
@@ -206,7 +207,7 @@ def _run_policies(
             inf = [(rid, n, at + shift) for rid, n, at in inflight]
         return node_at(
             rb, start, policy, inflight=inf, timing=t, outside=outside, unevictable=stuck,
-            profile=profile,
+            swa_pool_size=swa, profile=profile,
         )  # fmt: skip
 
     rr.build_node = build
@@ -238,6 +239,28 @@ def _unevictable(rb: Rebuild, start, notes: list[str]) -> int:
             "under every policy (inferred)"
         )
     return stuck
+
+
+def _swa_pool(rb: Rebuild, start, notes: list[str]) -> int | None:
+    """The SWA pool's size when the out-of-memory line shows it binding: it holds the same
+    tokens as the full pool (pieces inside the window), so it is short of the full pool by
+    what the two lines differ, from the start round on. The logged size wins."""
+    o = rb.oom
+    if rb.cfg.swa_pool_size is not None or not o or o.get("swa_available") is None:
+        return rb.cfg.swa_pool_size
+    got = classify(o.get("tokens"), readings(o))
+    if got.mechanism is not Mechanism.HYBRID_POOL or got.pool != "swa":
+        return None
+    short = o["available"] - o["swa_available"]
+    if not 0 < short < rb.cfg.pool_size:
+        return None
+    notes.append(
+        f"an SWA pool of {rb.cfg.pool_size - short} slots ({o.get('where')}: {o['swa_available']} "
+        f"available in it against {o['available']} in the full pool; inferred: it holds what the "
+        f"full pool holds, {short} slots smaller), the same from round {start.index} under "
+        "every policy"
+    )
+    return rb.cfg.pool_size - short
 
 
 def _start_round(rb: Rebuild):
