@@ -71,3 +71,41 @@ def test_pool_books_balance(ops):
         held = sum(pool.held.values())
         assert pool.free + pool.tree.evictable + pool.tree.protected + held == size
         assert pool.baseline() == pool.free + pool.tree.evictable
+
+
+def _trace_scenario(**config):
+    import tomllib
+    from pathlib import Path
+
+    from kvforensics.scenario.loader import parse_scenario
+
+    path = Path(__file__).resolve().parents[2] / "fixtures/scenarios/mooncake-conversation.toml"
+    data = tomllib.loads(path.read_text(encoding="utf-8"))
+    data["config"].update(config)
+    data["trace"].update(limit=150)
+    return data, path.parent
+
+
+def test_a_radix_trace_without_a_host_tier_runs_on_the_radix_tree():
+    from kvforensics.scenario.loader import parse_scenario
+
+    data, base = _trace_scenario(cache_kind="radix", pool_size=65536)
+    data["trace"]["host_capacity"] = 0
+    data["pool"] = {"free": 61440, "evictable": 4096}
+    node = parse_scenario(data, base=base).build_node("upstream")
+    assert isinstance(node.pool, RadixPagePool)
+    assert node.pool.evictable_size() == 4096  # the starting cache: one leaf no request has
+    res = node.run()
+    # the trace's conversations share leading blocks: later turns start on the device
+    assert any(r.pieces and r.pieces[0][1] > 0 for r in res.requests.values())
+    node.pool.check()
+    held = sum(node.pool.held.values())
+    assert node.pool.free + node.pool.tree.evictable + node.pool.tree.protected + held == 65536
+
+
+def test_a_host_tier_or_a_hybrid_pool_keeps_the_block_entries():
+    from kvforensics.scenario.loader import parse_scenario
+
+    data, base = _trace_scenario()
+    assert not isinstance(parse_scenario(data, base=base).build_node("upstream").pool,
+                          RadixPagePool)  # fmt: skip
