@@ -4,10 +4,14 @@ random runs. The multi-round differential holds the same code to SGLang's RadixC
 
 from __future__ import annotations
 
+import tomllib
+from pathlib import Path
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kvforensics.model.radix import RadixPagePool, RadixTree
+from kvforensics.scenario.loader import parse_scenario
 
 
 def test_match_splits_a_node_and_insert_counts_what_was_cached():
@@ -74,11 +78,6 @@ def test_pool_books_balance(ops):
 
 
 def _trace_scenario(**config):
-    import tomllib
-    from pathlib import Path
-
-    from kvforensics.scenario.loader import parse_scenario
-
     path = Path(__file__).resolve().parents[2] / "fixtures/scenarios/mooncake-conversation.toml"
     data = tomllib.loads(path.read_text(encoding="utf-8"))
     data["config"].update(config)
@@ -87,8 +86,6 @@ def _trace_scenario(**config):
 
 
 def test_a_radix_trace_without_a_host_tier_runs_on_the_radix_tree():
-    from kvforensics.scenario.loader import parse_scenario
-
     data, base = _trace_scenario(cache_kind="radix", pool_size=65536)
     data["trace"]["host_capacity"] = 0
     data["pool"] = {"free": 61440, "evictable": 4096}
@@ -104,8 +101,6 @@ def test_a_radix_trace_without_a_host_tier_runs_on_the_radix_tree():
 
 
 def test_a_host_tier_or_a_hybrid_pool_keeps_the_block_entries():
-    from kvforensics.scenario.loader import parse_scenario
-
     data, base = _trace_scenario()
     assert not isinstance(parse_scenario(data, base=base).build_node("upstream").pool,
                           RadixPagePool)  # fmt: skip
