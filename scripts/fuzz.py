@@ -123,8 +123,10 @@ def main() -> int:
             args.workers, Path(root), args=(root, str(Path(root) / "cases"), not args.plain)
         )
         base = args.seed * 1_000_003 if args.first is None else args.first
-        pool.run(range(base, base + args.runs), tally)
-        pool.close()
+        try:
+            pool.run(range(base, base + args.runs), tally)
+        finally:
+            pool.close()
     if _digest(FIXTURES) != fixtures:
         tally.failures.append({"seed": None, "case": "-", "code": 0,
                                "problems": ["the shipped fixtures changed"]})  # fmt: skip

@@ -105,7 +105,9 @@ class Pool:
         # a directory of its own: what a killed worker left is not the next one's doing
         sys_tmp = Path(tempfile.mkdtemp(prefix=f"{i}-", dir=self.root))
         args = (b, *self.args, str(sys_tmp), self.limit_kb)
-        p = ctx.Process(target=self.target, args=args, daemon=True)
+        # not a daemon: a command may start processes of its own (scan --jobs 2); the
+        # parent ends its workers itself (close, or kill on the way out)
+        p = ctx.Process(target=self.target, args=args)
         p.start()
         # process, pipe, job, started, (command, case) once the worker says
         return {"p": p, "pipe": a, "job": None, "t0": 0.0, "case": ("?", "?"), "i": i}
@@ -160,5 +162,7 @@ class Pool:
 
     def close(self) -> None:
         for s in self.slots:
-            s["pipe"].send(None)
+            if s["p"].is_alive():
+                s["pipe"].send(None)
             s["p"].join(5)
+            s["p"].kill()
