@@ -16,6 +16,7 @@ from kvforensics.cli._inputs import (
     LogOptions,
     PageSize,
     Pool,
+    ProfileName,
     Rank,
     Since,
     TransferSeconds,
@@ -49,12 +50,14 @@ def diff(
     formats: Formats = None,
     since: Since = None,
     until: Until = None,
+    profile: ProfileName = None,
 ) -> None:
     """Compare two ledgers round by round and show where they first diverge."""
     check_format(fmt, ("table", "json", "markdown"))
     opts = LogOptions(
-        page_size, align, chunk_size, pool_size, rank, formats, transfer_seconds, since, until
-    )
+        page_size, align, chunk_size, pool_size, rank, formats, transfer_seconds, since, until,
+        profile=profile,
+    )  # fmt: skip
     names = [p.strip() for p in policy.split(",") if p.strip()] if policy else None
     if are_logs(inputs):
         names = names or ["prefix", "fixed"]

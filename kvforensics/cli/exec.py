@@ -22,6 +22,7 @@ from kvforensics.cli._inputs import (
     LogOptions,
     PageSize,
     Pool,
+    ProfileName,
     Rank,
     Since,
     TransferSeconds,
@@ -81,6 +82,7 @@ def exec_(
     formats: Formats = None,
     since: Since = None,
     until: Until = None,
+    profile: ProfileName = None,
 ) -> None:
     """Perform each round's allocations, load-backs and writes on a real KV cache with an
     independent allocator; confirm the out-of-memory (or its absence) and KV integrity.
@@ -92,8 +94,9 @@ def exec_(
         raise InputError(f"unknown policy {policy!r}; choose from {', '.join(POLICIES)}")
     check_format(fmt, ("table", "json"))
     opts = LogOptions(
-        page_size, align, chunk_size, pool_size, rank, formats, transfer_seconds, since, until
-    )
+        page_size, align, chunk_size, pool_size, rank, formats, transfer_seconds, since, until,
+        profile=profile,
+    )  # fmt: skip
     for n, name in ((layers, "--layers"), (kv_dim, "--kv-dim")):
         if n is not None and n <= 0:
             raise InputError(f"{name} must be positive")

@@ -16,6 +16,7 @@ from kvforensics.cli._inputs import (
     LogOptions,
     PageSize,
     Pool,
+    ProfileName,
     Rank,
     Since,
     TransferSeconds,
@@ -53,14 +54,16 @@ def explain(
     formats: Formats = None,
     since: Since = None,
     until: Until = None,
+    profile: ProfileName = None,
 ) -> None:
     """Tell a round step by step under each policy: what each request asked, the books, the decision."""
     if (round_no is None) == (rid is None):
         raise InputError("give exactly one of --round or --rid")
     check_format(fmt, ("table", "json", "markdown"))
     opts = LogOptions(
-        page_size, align, chunk_size, pool_size, rank, formats, transfer_seconds, since, until
-    )
+        page_size, align, chunk_size, pool_size, rank, formats, transfer_seconds, since, until,
+        profile=profile,
+    )  # fmt: skip
     names = [p.strip() for p in policy.split(",") if p.strip()] if policy else None
     if are_logs(sources):
         rr, results = replay_inputs(sources, names, **opts.replay_kwargs())

@@ -16,6 +16,7 @@ from kvforensics.cli._inputs import (
     LogOptions,
     PageSize,
     Pool,
+    ProfileName,
     Rank,
     Since,
     TransferSeconds,
@@ -56,14 +57,16 @@ def report(
     formats: Formats = None,
     since: Since = None,
     until: Until = None,
+    profile: ProfileName = None,
 ) -> None:
     """Write report.md, figures, ledgers and events (Parquet and CSV) for a replay or a scenario."""
     names = split_policies(policy)
     check_output(out, inputs, directory=True)
     manifest.claim(out, [], force)  # a non-empty OUT is refused before any work
     opts = LogOptions(
-        page_size, align, chunk_size, pool_size, rank, formats, transfer_seconds, since, until
-    )
+        page_size, align, chunk_size, pool_size, rank, formats, transfer_seconds, since, until,
+        profile=profile,
+    )  # fmt: skip
     if are_logs(inputs):
         rr, results = replay_inputs(inputs, names, **opts.replay_kwargs())
         head, story, evidence = log_report(rr, names, inputs)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from kvforensics.model.ledger import Step
+from kvforensics.model.profiles import FORK, Profile
 from kvforensics.rounds import Round
 
 #: logged field -> ledger column
@@ -85,6 +86,7 @@ class FidelityCheck:
 
     known: object  # cfg and seq_lens (a ``Rebuild`` or the stream's own)
     policy: str = "prefix"
+    profile: Profile = FORK
     checked: int = 0
     mismatches: list[Mismatch] = field(default_factory=list)
 
@@ -97,7 +99,7 @@ class FidelityCheck:
         if steps is None:
             from kvforensics.replay.state import node_at
 
-            node = node_at(self.known, rnd, self.policy)
+            node = node_at(self.known, rnd, self.policy, profile=self.profile)
             node.step()
             steps = node.ledger.rows
         self.mismatches.extend(compare(rnd, steps))
@@ -106,9 +108,9 @@ class FidelityCheck:
         return Fidelity(self.checked, tuple(self.mismatches))
 
 
-def check_fidelity(rb, policy: str = "prefix") -> Fidelity:
+def check_fidelity(rb, policy: str = "prefix", profile: Profile = FORK) -> Fidelity:
     """Every logged round of ``rb`` re-run under ``policy``."""
-    check = FidelityCheck(rb, policy)
+    check = FidelityCheck(rb, policy, profile)
     for rnd in rb.rounds:
         check.add(rnd)
     return check.result()

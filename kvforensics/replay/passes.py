@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from kvforensics.model import Config
+from kvforensics.model.profiles import FORK, Profile
 from kvforensics.replay.fidelity import FidelityCheck
 from kvforensics.replay.transfers import Traffic
 from kvforensics.rounds import Round
@@ -62,6 +63,7 @@ class RoundPass:
     seq_lens: dict[str, int]
     window: int | None = WINDOW
     whole: bool = False
+    profile: Profile = FORK
     timed: Timed = field(default_factory=Timed)
     logged: int = 0
     last_logged: Round | None = None
@@ -70,8 +72,8 @@ class RoundPass:
         from kvforensics.scan.whole_log import WholeLogPass
 
         self.known = Known(self.cfg, self.seq_lens)
-        self.fidelity = FidelityCheck(self.known)
-        self.wholelog = WholeLogPass(self.known) if self.whole else None
+        self.fidelity = FidelityCheck(self.known, profile=self.profile)
+        self.wholelog = WholeLogPass(self.known, self.profile) if self.whole else None
         self.continuity = Continuity(self.cfg.page_size)
         self.traffic = Traffic(self.cfg)
         self.keys = RoundKeys()

@@ -13,9 +13,12 @@ from kvforensics.causes import Cause, Mechanism, classify, find_causes
 from kvforensics.causes.pools import readings
 from kvforensics.errors import InputError
 from kvforensics.logs import load_catalogue
+from kvforensics.logs.source import check_readable
 from kvforensics.model import PrefillNode, RunResult, Timing
+from kvforensics.model.profiles import FORK, Profile
 from kvforensics.replay.fidelity import Fidelity
 from kvforensics.replay.passes import WINDOW, RoundPass, Timed
+from kvforensics.replay.profile_choice import ProfileChoice, choose_profile
 from kvforensics.replay.state import node_at
 from kvforensics.replay.stock import StockAnalysis, analyse_stock, fork_lines
 from kvforensics.replay.transfers import estimate_latency
@@ -68,6 +71,8 @@ class ReplayResult:
     logged_seen: int = 0
     #: the whole-log findings (``scan.WholeLog``), when gathered in the replay's own pass
     whole_log: object | None = None
+    #: the model profile the policies ran under, and why that one
+    profile: ProfileChoice | None = None
 
     def cause(self, cid: str) -> Cause | None:
         return next((c for c in self.causes if c.id == cid), None)
@@ -114,6 +119,7 @@ class ReplayResult:
             "unexplained_drops": [d.as_dict() for d in self.drops],
             "contradictions": [c.as_dict() for c in self.rebuild.contradictions],
             "assumptions": self.assumptions,
+            "profile": self.profile.as_dict() if self.profile else None,
         }
 
     def _root_cause(self) -> dict | None:
@@ -138,6 +144,7 @@ def replay_logs(
     stream: bool = False,
     whole_log: bool = False,
     window: int = WINDOW,
+    profile: str | None = None,
 ) -> ReplayResult | StockAnalysis:
     """Logs -> replay. With ``stock``, a log without adder lines gives the analysis of what
     it can tell (``StockAnalysis``) instead of an error. ``stream``: one pass in batches
@@ -146,32 +153,40 @@ def replay_logs(
     lines only); otherwise every event and round is kept (what ``report`` writes out).
     ``whole_log``: gather the whole-log findings (``scan.WholeLog``) in the same pass.
     ``narrow``: only the rounds within ``--since``/``--until`` are checked and replayed
-    (reading stops after ``--until``)."""
+    (reading stops after ``--until``). ``profile``: the model profile's name (default: the
+    one the log's lines tell, else the fork's)."""
     narrow = narrow or Narrow()
     args = dict(overrides=overrides or {}, rank=rank, formats=formats, progress=progress)
+    paths = [Path(p) for p in paths]
+    for p in paths:  # the reader's own one-line errors, before the release is looked for
+        check_readable(p)
+    choice = choose_profile(paths, profile)
     if stream:
-        got = _streamed([Path(p) for p in paths], args, narrow, window, whole_log)
+        got = _streamed(paths, args, narrow, window, whole_log, choice.profile)
     else:
-        got = _whole([Path(p) for p in paths], args, narrow, whole_log)
+        got = _whole(paths, args, narrow, whole_log, choice.profile)
     rr, ps = got
     if rr is None:  # no adder line: ``ps`` is (events, summary)
-        return _unreplayable(*ps, formats, overrides, stock)
+        out = _unreplayable(*ps, formats, overrides, stock)
+        out.profile = choice
+        return out
+    rr.profile = choice
     rr.drops = ps.continuity.drops(rr.rebuild.drops)
     rr.assumptions.extend(ps.continuity.notes)
     rr.fidelity = rr.fidelity.with_drops(len(rr.drops))
-    _run_policies(rr, ps, policies, transfer_seconds)
+    _run_policies(rr, ps, policies, transfer_seconds, choice.profile)
     rr.causes = find_causes(rr)
     if ps.wholelog is not None:
         rr.whole_log = ps.wholelog.finish(rr, _round_seconds(ps.timed))
     return rr
 
 
-def _whole(paths, args, narrow: Narrow, whole_log: bool):
+def _whole(paths, args, narrow: Narrow, whole_log: bool, profile: Profile):
     logs = from_logs(paths, hold=True, narrow=narrow, **args)
     if logs.rebuild is None:
         return None, (logs.events, logs.summary)
     rb = logs.rebuild
-    ps = RoundPass(rb.cfg, dict(rb.seq_lens), window=None, whole=whole_log)
+    ps = RoundPass(rb.cfg, dict(rb.seq_lens), window=None, whole=whole_log, profile=profile)
     for rnd in rb.rounds:
         ps.add(rnd)
     rr = ReplayResult(rb, logs.events, logs.summary, ps.fidelity.result(), {}, None)
@@ -180,18 +195,18 @@ def _whole(paths, args, narrow: Narrow, whole_log: bool):
     return rr, ps
 
 
-def _streamed(paths, args, narrow: Narrow, window: int, whole_log: bool):
+def _streamed(paths, args, narrow: Narrow, window: int, whole_log: bool, profile: Profile):
     ls = LogStream(paths, args["overrides"], args["rank"], args["formats"], args["progress"],
                    hold=True)  # fmt: skip
     ps = None
     for rnd in narrow_rounds(ls, narrow):
         if ps is None:
-            ps = RoundPass(ls.cfg, ls.rebuilder.seq_lens, window=window, whole=whole_log)
+            ps = RoundPass(ls.cfg, ls.rebuilder.seq_lens, window, whole_log, profile=profile)
         ps.add(rnd)
     if ls.unreplayable is not None:
         return None, (ls.unreplayable, ls.summary)
     if ps is None:  # no round at all
-        ps = RoundPass(ls.cfg, ls.rebuilder.seq_lens, window=window, whole=whole_log)
+        ps = RoundPass(ls.cfg, ls.rebuilder.seq_lens, window, whole_log, profile=profile)
     kept = ps.kept()
     conf, changed = ls.settled_config()
     rb = ls.rebuilder.collected(kept, {**conf, **ls.rebuilder.config()}, ls.rank)
@@ -234,7 +249,9 @@ def _round_seconds(timed: Timed) -> float:
     return timed.span() / (timed.count - 1)
 
 
-def _run_policies(rr: ReplayResult, ps: RoundPass, policies: list[str], transfer_seconds) -> None:
+def _run_policies(
+    rr: ReplayResult, ps: RoundPass, policies: list[str], transfer_seconds, profile: Profile = FORK
+) -> None:
     """Every policy forward from the start round, the observed outside allocations
     replayed where they were seen (a fact of the world, not a decision)."""
     rb = rr.rebuild
@@ -267,8 +284,8 @@ def _run_policies(rr: ReplayResult, ps: RoundPass, policies: list[str], transfer
             inf = [(rid, n, at + shift) for rid, n, at in inflight]
         return node_at(
             rb, start, policy, inflight=inf, timing=t, outside=outside, unevictable=stuck,
-            swa_pool_size=swa,
-        )
+            swa_pool_size=swa, profile=profile,
+        )  # fmt: skip
 
     rr.build_node = build
     for policy in dict.fromkeys(["prefix", *policies]):

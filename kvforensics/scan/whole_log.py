@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from kvforensics.model import POLICIES, OutOfMemory, Timing
 from kvforensics.model.ledger import Step
+from kvforensics.model.profiles import FORK, Profile
 from kvforensics.replay.state import node_at
 from kvforensics.replay.verdict import first_token_delays
 from kvforensics.rounds import Rebuild, Round
@@ -43,9 +44,9 @@ class Rerun:
         return [r.rid for r in self.adder() if r.decision in ADMITTED]
 
 
-def rerun(known, rnd: Round, policy: str) -> Rerun:
+def rerun(known, rnd: Round, policy: str, profile: Profile = FORK) -> Rerun:
     """``known``: the configuration and prompt lengths (a ``Rebuild`` or a stream's)."""
-    node = node_at(known, rnd, policy)
+    node = node_at(known, rnd, policy, profile=profile)
     out = node.step()
     return Rerun(node.ledger.rows, out if isinstance(out, OutOfMemory) else None)
 
@@ -157,8 +158,8 @@ class WholeLogPass:
     Keeps the gap admissions, the margins (compact) and the rounds a fix refuses a
     request in (their delays need a forward run from them at the end)."""
 
-    def __init__(self, known) -> None:
-        self.known = known
+    def __init__(self, known, profile: Profile = FORK) -> None:
+        self.known, self.profile = known, profile
         self.fixes = [p for p in FIXES if p in POLICIES]
         self.gaps: list[GapAdmission] = []
         self.margins = Margins()
@@ -171,14 +172,14 @@ class WholeLogPass:
         if not is_replayable(rnd):
             return None
         self.rerun += 1
-        run = rerun(self.known, rnd, "prefix")
+        run = rerun(self.known, rnd, "prefix", self.profile)
         self.gaps.extend(gap_admissions(run, rnd))
         m = margin(run, rnd)
         if m is not None:
             self.margins.add(rnd, *m)
         if _fix_may_refuse(run):
             for policy in self.fixes:
-                kept = set(rerun(self.known, rnd, policy).admitted())
+                kept = set(rerun(self.known, rnd, policy, self.profile).admitted())
                 refused = [(rnd, r) for r in run.admitted() if r not in kept]
                 self.refused[policy].extend(refused)
                 if refused:
@@ -203,7 +204,7 @@ def whole_log(rr) -> WholeLog:
     """The findings over every round ``rr`` (a ``replay.ReplayResult``) holds."""
     if rr.whole_log is not None:  # gathered in the replay's own pass
         return rr.whole_log
-    wl = WholeLogPass(rr.rebuild)
+    wl = WholeLogPass(rr.rebuild, rr.profile.profile if rr.profile else FORK)
     for rnd in rr.rebuild.rounds:
         wl.add(rnd)
     return wl.finish(rr, round_seconds(rr.rebuild))
