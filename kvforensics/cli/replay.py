@@ -81,7 +81,13 @@ def replay(
     d["whole_log"] = whole_log_dict(wl)
     if fmt == "json":
         print_json(d)
-        sys.exit(rr.exit_code())
+    else:
+        _print_replay(rr, d, wl)
+    sys.exit(rr.exit_code())
+
+
+def _print_replay(rr, d: dict, wl) -> None:
+    """The replay in words and tables, in the order a reader checks it."""
     print_log_summary(rr.summary)
     o = d["observed_oom"]
     if not o and rr.summary.cut_lines:
@@ -129,7 +135,6 @@ def replay(
     console.print("Assumptions:")
     for a in d["assumptions"]:
         print_para(a)
-    sys.exit(rr.exit_code())
 
 
 def _policy_table(d: dict) -> FitTable:
