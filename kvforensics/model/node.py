@@ -290,88 +290,88 @@ class PrefillNode:
     def step(self) -> RoundRecord | OutOfMemory | None:
         """Run one round. Returns its record, the out-of-memory it hit, or None when
         there is nothing left to do."""
-        self._absorb()
-        while self.chunked is None and not self.waiting:
-            t = self._next_event_time()
-            if t == math.inf:
-                return None
-            self.now = max(self.now, t)
-            self._absorb()
-
-        pool, cfg = self.pool, self.cfg
+        if not self._wait_for_work():
+            return None
+        pool = self.pool
         pool.round = self.round
         self._take_outside()
         t_start = self.now
         base0 = pool.baseline()
         adder = PrefillAdder(
-            cfg, self.policy, pool, round_no=self.round, ledger=self.ledger, profile=self.profile
-        )
-        skipped = False
-        if self.chunked is not None:
-            adder.add_chunked_req(self.chunked)
-            skipped = adder.budget_state() in self.profile.skip_waiting_on
-        if not skipped:
-            # NOTE: a refusal always ends the loop (it returns NO_TOKEN or OTHER), so the
-            # admitted requests are exactly the first ones of the queue.
-            admitted = 0
-            for req in self.waiting:
-                if self.prefix_cache is not None:
-                    self.prefix_cache.match(req, pool)
-                elif req.prefix_keys:
-                    self._refresh_prefix(req)
-                rec = adder.add_one_req(req)
-                if rec.decision != "rejected":
-                    admitted += 1
-                    req.admitted_round = self.round
-                if rec.budget_state != CONTINUE:
-                    break
-            del self.waiting[:admitted]
-
+            self.cfg, self.policy, pool, round_no=self.round, ledger=self.ledger,
+            profile=self.profile,
+        )  # fmt: skip
+        skipped = self._admit(adder)
         decisions = [(s.call, s.rid, s.decision, s.budget_state) for s in adder.steps]
-
         if not adder.pieces:
             # Nothing fits: wait for memory (a transfer) or for new work.
-            self.rounds.append(
-                RoundRecord(
-                    self.round,
-                    t_start,
-                    [],
-                    decisions,
-                    skipped,
-                    base0,
-                    pool.baseline(),
-                    pool.used(),
-                    0,
-                )
-            )
-            self.round += 1
+            rec = self._close_round(t_start, [], decisions, skipped, base0, 0)
             t = self._next_event_time()
             if t == math.inf:
                 return None  # stuck for good: nothing will ever free memory
             self.now = max(self.now, t)
-            return self.rounds[-1]
-
+            return rec
         pieces = [(r.rid, s, e) for r, s, e in adder.pieces]
+        oom = self._allocate(pieces, adder.step)
+        if oom is not None:
+            return oom
+        self._compute(adder.pieces)
+        self.chunked = adder.new_chunked
+        tail = self.chunked.seq_len - self.chunked.done if self.chunked else 0
+        return self._close_round(t_start, pieces, decisions, skipped, base0, tail)
+
+    def _wait_for_work(self) -> bool:
+        """Let time pass until there is a request to schedule; False when none will come."""
+        self._absorb()
+        while self.chunked is None and not self.waiting:
+            t = self._next_event_time()
+            if t == math.inf:
+                return False
+            self.now = max(self.now, t)
+            self._absorb()
+        return True
+
+    def _admit(self, adder: PrefillAdder) -> bool:
+        """The adder's calls of this round: the chunked request first, then the queue in
+        order until a call says stop. Returns whether the queue was skipped."""
+        skipped = False
+        if self.chunked is not None:
+            adder.add_chunked_req(self.chunked)
+            skipped = adder.budget_state() in self.profile.skip_waiting_on
+        if skipped:
+            return True
+        # NOTE: a refusal always ends the loop (it returns NO_TOKEN or OTHER), so the
+        # admitted requests are exactly the first ones of the queue.
+        admitted = 0
+        for req in self.waiting:
+            if self.prefix_cache is not None:
+                self.prefix_cache.match(req, self.pool)
+            elif req.prefix_keys:
+                self._refresh_prefix(req)
+            rec = adder.add_one_req(req)
+            if rec.decision != "rejected":
+                admitted += 1
+                req.admitted_round = self.round
+            if rec.budget_state != CONTINUE:
+                break
+        del self.waiting[:admitted]
+        return False
+
+    def _allocate(self, pieces: list[tuple[str, int, int]], step: int) -> OutOfMemory | None:
+        """Ask the pool for the whole batch at once (SGLang allocates a batch in one call);
+        ``step`` is the adder's last step number, the allocations' steps follow it."""
+        pool = self.pool
         base_before = pool.baseline()
         try:
             pool.alloc_batch(pieces)
         except PrefillOutOfMemory as exc:
             # The scheduler reports the batch; blame the request whose piece could not fit.
             victim = self._victim(pieces)
-            oom = OutOfMemory(
-                self.round,
-                victim,
-                exc.tokens,
-                exc.available,
-                exc.available_size,
-                exc.evictable_size,
-                str(exc),
-            )
             if self.ledger is not None:
                 self.ledger.add(
                     Step(
                         round=self.round,
-                        step=adder.step + 1,
+                        step=step + 1,
                         call="allocate",
                         rid=victim,
                         baseline=base_before,
@@ -381,9 +381,11 @@ class PrefillNode:
                         reason=str(exc).splitlines()[1],
                     )
                 )
-            return oom
+            return OutOfMemory(
+                self.round, victim, exc.tokens, exc.available, exc.available_size,
+                exc.evictable_size, str(exc),
+            )  # fmt: skip
         if self.ledger is not None:
-            step = adder.step
             for rid, s, e in pieces:
                 step += 1
                 self.ledger.add(
@@ -394,15 +396,18 @@ class PrefillNode:
                         rid=rid,
                         start=s,
                         end=e,
-                        allocated=cfg.pages_for(s, e),
+                        allocated=self.cfg.pages_for(s, e),
                         baseline=base_before,
                         baseline_after=pool.baseline(),
                     )
                 )
+        return None
 
-        new_tokens = sum(e - s for _, s, e in pieces)
-        self.now += self.timing.round_seconds(new_tokens)
-        for req, s, e in adder.pieces:
+    def _compute(self, pieces: list[tuple[Request, int, int]]) -> None:
+        """The forward pass: the clock moves by the round's new tokens, every piece is
+        computed, and finished requests hand their KV to the transfer."""
+        self.now += self.timing.round_seconds(sum(e - s for _, s, e in pieces))
+        for req, s, e in pieces:
             req.done = e
             req.pieces.append((self.round, s, e))
             if e >= req.seq_len:
@@ -415,19 +420,22 @@ class PrefillNode:
                         req.cache_keys,
                     )
                 )
-        self.chunked = adder.new_chunked
-        tail = self.chunked.seq_len - self.chunked.done if self.chunked else 0
+
+    def _close_round(
+        self,
+        t_start: float,
+        pieces: list[tuple[str, int, int]],
+        decisions: list[tuple[str, str, str, str]],
+        skipped: bool,
+        base0: int,
+        tail: int,
+    ) -> RoundRecord:
+        """Record the round with the pool as it is now, and move to the next one."""
+        pool = self.pool
         rec = RoundRecord(
-            self.round,
-            t_start,
-            pieces,
-            decisions,
-            skipped,
-            base0,
-            pool.baseline(),
-            pool.used(),
-            tail,
-        )
+            self.round, t_start, pieces, decisions, skipped, base0, pool.baseline(),
+            pool.used(), tail,
+        )  # fmt: skip
         self.rounds.append(rec)
         self.round += 1
         return rec
