@@ -10,7 +10,7 @@ The model's out-of-memory is kept aside (``model_oom``) only to compare against.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -76,6 +76,8 @@ class Plan:
     model_oom: dict[str, int | str] | None = None
     name: str = ""
     policy: str = ""
+    #: what the log reader could not read (cut gzip, cut last line, ...), to pass on
+    log_notes: tuple[str, ...] = ()
 
     @property
     def rounds(self) -> list[int]:
@@ -238,4 +240,5 @@ def plan_from_replay(paths: list[str], policy: str, **replay_kwargs) -> Plan:
     node = rr.build_node(policy)
     snap = snapshot_pool(node.pool)
     name = f"{Path(paths[0]).name} from round {rr.start_round}"
-    return plan_from_result(snap, node.run(), rr.rebuild.cfg, name=name)
+    plan = plan_from_result(snap, node.run(), rr.rebuild.cfg, name=name)
+    return replace(plan, log_notes=tuple(rr.summary.notes()))

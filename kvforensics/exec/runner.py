@@ -17,6 +17,7 @@ import torch
 from kvforensics.exec import content
 from kvforensics.exec.allocator import KvOutOfMemory, PageAllocator
 from kvforensics.exec.kvcache import KvCache, KvLayout
+from kvforensics.exec.limits import check_fits
 from kvforensics.exec.plan import Plan
 from kvforensics.exec.plan import Step as PlanStep
 from kvforensics.exec.store import get_store, resolve
@@ -59,6 +60,8 @@ class ExecResult:
     incomplete: list[str] = field(default_factory=list)
     stats: dict[str, int] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    #: what the log reader could not read, from the plan
+    log_notes: list[str] = field(default_factory=list)
     kv_digest: str | None = None
     #: the KV tensor at the end (``keep_kv=True``), for comparing backends
     kv: Any = None
@@ -84,6 +87,7 @@ class ExecResult:
             "incomplete": self.incomplete,
             "stats": self.stats,
             "notes": self.notes,
+            "log_notes": self.log_notes,
             "kv_digest": self.kv_digest,
             "seconds": round(self.seconds, 4),
         }
@@ -195,6 +199,7 @@ def execute(
     t0 = time.perf_counter()
     device, backend = resolve(device, backend)
     layout = default_layout(device, layers, kv_dim, rope_dim, dtype)
+    check_fits(plan, layout, device)  # before anything is allocated
     snap = plan.snapshot
     alloc = allocator_cls(snap, content.seed_of)
     cache = KvCache(layout, snap.size, device, get_store(backend))
@@ -250,6 +255,7 @@ def _result(
             "setup_ms": round(setup_s * 1000, 1),
         },
         notes=alloc.notes,
+        log_notes=list(plan.log_notes),
         kv_digest=_digest(cache.kv),
         kv=cache.kv if keep_kv else None,
     )
