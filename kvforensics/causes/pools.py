@@ -29,7 +29,14 @@ def readings(oom: dict) -> list[PoolReading]:
     for name in ("swa", "mamba"):
         total = oom.get(f"{name}_available")
         if total is not None:
-            pools.append(PoolReading(name, available=total))
+            pools.append(
+                PoolReading(
+                    name,
+                    available=total,
+                    free=oom.get(f"{name}_available_size"),
+                    evictable=oom.get(f"{name}_evictable_size"),
+                )
+            )
     return pools
 
 

@@ -22,6 +22,7 @@ from kvforensics.cli._inputs import (
     LogOptions,
     PageSize,
     Pool,
+    ProfileName,
     Rank,
     TransferSeconds,
     check_format,
@@ -62,6 +63,7 @@ def exec_(
     pool_size: Pool = None,
     rank: Rank = None,
     formats: Formats = None,
+    profile: ProfileName = None,
 ) -> None:
     """Perform each round's allocations, load-backs and writes on a real KV cache with an
     independent allocator; confirm the out-of-memory (or its absence) and KV integrity.
@@ -70,8 +72,30 @@ def exec_(
     from kvforensics.exec.command import ExecOptions, run_exec
 
     check_format(fmt, ("table", "json"))
+<<<<<<< HEAD
     logs = LogOptions(page_size, align, chunk_size, pool_size, rank, formats, transfer_seconds)
     opts = ExecOptions(policy, device, backend, layers, kv_dim, rope_dim, dtype, round_checks)
+=======
+    opts = LogOptions(
+        page_size, align, chunk_size, pool_size, rank, formats, transfer_seconds,
+        profile=profile,
+    )  # fmt: skip
+    for n, name in ((layers, "--layers"), (kv_dim, "--kv-dim")):
+        if n is not None and n <= 0:
+            raise InputError(f"{name} must be positive")
+    if rope_dim is not None and rope_dim < 0:
+        raise InputError("--rope-dim must be >= 0")
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        raise KvfError(INSTALL) from None
+    from kvforensics.exec.runner import DTYPES, execute
+
+    if dtype not in DTYPES:
+        raise InputError(f"unknown dtype {dtype!r}; choose from {', '.join(DTYPES)}")
+
+    results = []
+>>>>>>> main
     with Progress(
         TextColumn("{task.description}"),
         BarColumn(),

@@ -16,6 +16,7 @@ from typing import Any
 import polars as pl
 
 from kvforensics.errors import InputError
+from kvforensics.logs.catalogue_schema import check_catalogue_shape
 
 TYPES: dict[str, pl.DataType] = {
     "int": pl.Int64(),
@@ -181,7 +182,11 @@ def _check_regex(regex: str, where: str) -> list[str]:
         if names:
             s.str.extract_groups(regex)
     except Exception as exc:  # polars raises ComputeError on a bad pattern
-        msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        # the engine's message is a caret diagram under a first line; the "error:"
+        # line after it says what is wrong
+        lines = [ln.strip() for ln in str(exc).splitlines()]
+        why = [ln.removeprefix("error: ") for ln in lines[1:] if ln.startswith("error:")]
+        msg = ": ".join([lines[0].rstrip(": "), *why[:1]]) if lines else type(exc).__name__
         raise InputError(f"{where}: invalid regex: {msg}") from None
     return names
 
@@ -368,6 +373,7 @@ def load_catalogue(extra_formats: list[Path] | None = None) -> Catalogue:
     user_prefix: Prefix | None = None
     for path in extra_formats or []:
         doc = _read_user_file(Path(path))
+        check_catalogue_shape(doc, str(path))
         if "prefix" in doc:
             user_prefix = _prefix(doc["prefix"], str(path), builtin=False)
         entries = doc.get("format", [])

@@ -70,6 +70,9 @@ class Config:
     #: which availability line an out-of-memory prints: "hybrid" (full_available_size=...)
     #: for the hybrid-SSM cache of the incident, "radix" (available_size=...) otherwise.
     cache_kind: str = "hybrid"
+    #: the SWA pool of a hybrid sliding-window model (``swa_max_total_num_tokens``), None
+    #: without one: ``PagePool`` needs room in it too, the adder's budget does not see it
+    swa_pool_size: int | None = None
 
     def __post_init__(self) -> None:
         problems = size_problems({n: getattr(self, n) for n in SIZE_FIELDS})

@@ -15,8 +15,15 @@ from dataclasses import dataclass
 from kvforensics.model.sizing import pages_for
 
 
-def oom_message(tokens: int, available: int, evictable: int, cache_kind: str) -> str:
-    """The text of SGLang's ``Prefill out of memory`` error (``alloc_for_extend``)."""
+def oom_message(
+    tokens: int,
+    available: int,
+    evictable: int,
+    cache_kind: str,
+    swa: tuple[int, int] | None = None,
+) -> str:
+    """The text of SGLang's ``Prefill out of memory`` error (``alloc_for_extend``);
+    ``swa``: the SWA pool's (available, evictable), printed on a line of its own."""
     total = available + evictable
     if cache_kind == "hybrid":
         line = (
@@ -27,6 +34,9 @@ def oom_message(tokens: int, available: int, evictable: int, cache_kind: str) ->
         line = (
             f"Available tokens: {total} (available_size={available} + evictable_size={evictable})"
         )
+    if swa is not None:
+        a, e = swa
+        line += f"\nAvailable swa tokens: {a + e} (swa_available_size={a} + swa_evictable_size={e})"
     return (
         "Prefill out of memory. Try to lower your batch size.\n"
         f"Try to allocate {tokens} tokens.\n{line}"
@@ -36,12 +46,19 @@ def oom_message(tokens: int, available: int, evictable: int, cache_kind: str) ->
 class PrefillOutOfMemory(RuntimeError):
     """SGLang's ``Prefill out of memory`` error, with the same message text."""
 
-    def __init__(self, tokens: int, available: int, evictable: int, cache_kind: str):
+    def __init__(
+        self,
+        tokens: int,
+        available: int,
+        evictable: int,
+        cache_kind: str,
+        swa: tuple[int, int] | None = None,
+    ):
         self.tokens = tokens
         self.available_size = available
         self.evictable_size = evictable
         self.available = available + evictable
-        super().__init__(oom_message(tokens, available, evictable, cache_kind))
+        super().__init__(oom_message(tokens, available, evictable, cache_kind, swa))
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,6 +83,13 @@ class PoolOp:
 class PagePool:
     """Free slots + evictable cache entries (kept in eviction order) + locked entries.
 
+    A hybrid SWA pool (``swa_size``, SGLang's ``SWATokenToKVPoolAllocator``) keeps a
+    second, smaller pool for the sliding-window layers. Modelled for pieces inside the
+    window: the SWA pool holds the same tokens and cache as the full pool, so its free
+    count is the full pool's less ``size - swa_size``. The adder's baseline is the full
+    pool's (``PrefillAdder.rem_total_tokens`` under ``is_hybrid_swa``); an allocation needs
+    room in both.
+
     NOTE: ``_evictable`` is ordered oldest first, like vLLM's free block queue: eviction
     takes from the front, and a released entry goes to the back. A partially evicted entry
     shrinks from its tail (a radix tree evicts leaves first), so a request whose prefix
@@ -85,6 +109,7 @@ class PagePool:
         "record",
         "round",
         "size",
+        "swa_short",
     )
 
     def __init__(
@@ -97,6 +122,7 @@ class PagePool:
         cache_kind: str = "hybrid",
         record: bool = True,
         unevictable: int = 0,
+        swa_size: int | None = None,
     ):
         # (C-level checks and one pass over the entries: short runs build a pool a round)
         entries: OrderedDict[str, int] = OrderedDict(evictable or ())
@@ -106,6 +132,8 @@ class PagePool:
             raise ValueError("free and evictable sizes must be >= 0")
         if unevictable < 0:
             raise ValueError("unevictable must be >= 0")
+        if swa_size is not None and not 0 < swa_size <= size:
+            raise ValueError(f"swa_size {swa_size} must be in (0, {size}]")
         total = sum(entries.values())
         if free + total + unevictable > size:
             raise ValueError(
@@ -127,6 +155,8 @@ class PagePool:
         self.record = record
         self.ops: list[PoolOp] = []
         self.round = 0
+        #: how many free slots fewer the SWA pool has than the full pool (0: no SWA pool)
+        self.swa_short = size - swa_size if swa_size is not None else 0
 
     # -- what the adder reads -------------------------------------------------
     def available_size(self) -> int:
@@ -205,15 +235,17 @@ class PagePool:
             self._op("evict", key=key, tokens=take)
 
     def can_allocate(self, tokens: int) -> bool:
-        return tokens <= self.free + self._evict_total
+        return tokens + self.swa_short <= self.free + self._evict_total
 
     def alloc(self, owner: str, start: int, end: int, *, op: str = "alloc") -> int:
         """Allocate the slots for tokens [start, end) of ``owner`` (page-exact)."""
         n = pages_for(start, end, self.page_size)
-        if n > self.free:
-            if n > self.free + self._evict_total:
+        # the full pool's free slots this needs: the SWA pool, short by ``swa_short``, too
+        room = n + self.swa_short
+        if room > self.free:
+            if room > self.free + self._evict_total:
                 self.raise_oom(end - start)
-            self._evict(n - self.free)
+            self._evict(room - self.free)
         self.free -= n
         self.held[owner] = self.held.get(owner, 0) + n
         if self.record:
@@ -224,7 +256,7 @@ class PagePool:
         """Allocate a whole batch as ``alloc_for_extend`` does: all or out-of-memory."""
         p = self.page_size
         need = sum(pages_for(s, e, p) for _, s, e in pieces)
-        if need > self.free + self._evict_total:
+        if need + self.swa_short > self.free + self._evict_total:
             self.raise_oom(sum(e - s for _, s, e in pieces))
         for owner, s, e in pieces:
             self.alloc(owner, s, e)
@@ -234,7 +266,9 @@ class PagePool:
         # SGLang evicts what it can before giving up, so the message shows it as free.
         self._evict(self._evict_total)
         self._op("oom", tokens=tokens)
-        raise PrefillOutOfMemory(tokens, self.free, self._evict_total + self._stuck, self.cache_kind)
+        evictable = self._evict_total + self._stuck
+        swa = (max(0, self.free - self.swa_short), evictable) if self.swa_short else None
+        raise PrefillOutOfMemory(tokens, self.free, evictable, self.cache_kind, swa)
 
     def hold(self, owner: str, tokens: int) -> None:
         """Slots ``owner`` already holds when the model starts mid-flight (a chunked

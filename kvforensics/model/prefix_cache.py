@@ -11,6 +11,7 @@ from collections import OrderedDict
 
 from kvforensics.model.config import Config
 from kvforensics.model.pool import PagePool
+from kvforensics.model.radix import RadixPagePool
 from kvforensics.model.request import Request
 
 
@@ -63,3 +64,54 @@ class BlockPrefixCache:
         while self.host_tokens > self.host_capacity and self.host:
             _, t = self.host.popitem(last=False)
             self.host_tokens -= t
+
+    def checkpoint(self, req: Request, end: int, pool: PagePool) -> None:
+        """Nothing: a request's blocks become cache when its transfer ends."""
+
+
+class RadixPrefixCache:
+    """Prefix hits from SGLang's radix tree (``RadixPagePool.tree``), for trace-driven
+    runs on a radix cache with no host tier. Block ``h`` of ``block_size`` tokens is the
+    same tokens in every request that has it, so a page is named by its block and its
+    place in the block, and requests that share leading blocks share a path.
+
+    The request's side of SGLang's steps: ``match`` is ``init_next_round_input`` (the
+    match is cut to ``seq_len - 1`` tokens, then to whole pages), ``checkpoint`` is
+    ``checkpoint_kv_cache`` after every forward, ``on_transfer_done`` the tree side of
+    ``release_kv_cache`` (the pool frees the partial last page).
+    """
+
+    def __init__(self, cfg: Config, pool: RadixPagePool, *, block_size: int):
+        if block_size % cfg.page_size:
+            raise ValueError(f"block size {block_size} is not a multiple of page {cfg.page_size}")
+        self.cfg, self.pool, self.block_size = cfg, pool, block_size
+        self.blocks: dict[str, tuple[int, ...]] = {}
+        #: rid -> tokens of its row the tree owns (``cache_protected_len``)
+        self.protected: dict[str, int] = {}
+
+    def add(self, rid: str, hash_ids: tuple[int, ...]) -> None:
+        self.blocks[rid] = hash_ids
+
+    def _key(self, req: Request, tokens: int) -> tuple[int, ...]:
+        """Page ids of the first ``tokens`` (whole pages) of ``req``."""
+        p, bs = self.cfg.page_size, self.block_size
+        per = bs // p
+        blocks = self.blocks[req.rid]
+        return tuple(blocks[t // bs] * per + t % bs // p for t in range(0, tokens - p + 1, p))
+
+    def match(self, req: Request, pool: PagePool) -> None:
+        tokens, node = self.pool.tree.match(self._key(req, self.cfg.floor_page(req.seq_len - 1)))
+        req.device_prefix, req.host_hit, req.cache_keys = tokens, 0, ()
+        req.prefix_keys = self.pool.handle(node)
+        self.protected[req.rid] = tokens
+
+    def checkpoint(self, req: Request, end: int, pool: PagePool) -> None:
+        key = self._key(req, self.cfg.floor_page(end))
+        req.prefix_keys = self.pool.checkpoint(
+            req.rid, key, self.protected[req.rid], req.prefix_keys
+        )
+        self.protected[req.rid] = len(key) * self.cfg.page_size
+
+    def on_transfer_done(self, req: Request) -> None:
+        self.pool.touch(self._key(req, self.cfg.floor_page(req.seq_len)))
+        del self.protected[req.rid]

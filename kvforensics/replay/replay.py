@@ -14,7 +14,9 @@ from kvforensics.causes.pools import readings
 from kvforensics.errors import InputError
 from kvforensics.logs import ParseSummary, iter_events, load_catalogue
 from kvforensics.model import PrefillNode, RunResult, Timing
+from kvforensics.model.profiles import Profile
 from kvforensics.replay.fidelity import check_fidelity
+from kvforensics.replay.profile_choice import ProfileChoice, choose_profile
 from kvforensics.replay.state import node_at
 from kvforensics.replay.stock import StockAnalysis, analyse_stock, fork_lines
 from kvforensics.replay.transfers import estimate_latency, frees_and_finishes
@@ -58,6 +60,8 @@ class ReplayResult:
     drops: list[Drop] = field(default_factory=list)
     #: the cause catalogue's findings, in catalogue order
     causes: list[Cause] = field(default_factory=list)
+    #: the model profile the policies ran under, and why that one
+    profile: ProfileChoice | None = None
 
     def cause(self, cid: str) -> Cause | None:
         return next((c for c in self.causes if c.id == cid), None)
@@ -109,6 +113,7 @@ class ReplayResult:
             "unexplained_drops": [d.as_dict() for d in self.drops],
             "contradictions": self.rebuild.contradictions,
             "assumptions": self.assumptions,
+            "profile": self.profile.as_dict() if self.profile else None,
         }
 
     def _root_cause(self) -> dict | None:
@@ -129,9 +134,11 @@ def replay_logs(
     progress: bool = False,
     formats: list[Path] | None = None,
     stock: bool = False,
+    profile: str | None = None,
 ) -> ReplayResult | StockAnalysis:
     """Logs -> replay. With `stock`, a log without adder lines gives the analysis of what
-    it can tell (`StockAnalysis`) instead of an error."""
+    it can tell (`StockAnalysis`) instead of an error. `profile`: the model profile's name
+    (default: the one the log's lines tell, else the fork's)."""
     cat = load_catalogue(formats)
     check_overrides(overrides or {})
     summary = ParseSummary()
@@ -139,7 +146,9 @@ def replay_logs(
     events = pl.concat(frames, how="vertical") if frames else pl.DataFrame(schema=cat.schema())
     if events.height == 0 or not events.filter(pl.col("kind") == "adder_check").height:
         if stock and not fork_lines(events, cat):  # a release's log: what it can tell
-            return analyse_stock(events, summary, cat, overrides)
+            out = analyse_stock(events, summary, cat, overrides)
+            out.profile = choose_profile(paths, profile)
+            return out
         if summary.decode_node:
             raise InputError(
                 "these are a decode (or colocated) node's logs (Decode batch lines): "
@@ -153,16 +162,19 @@ def replay_logs(
     cfg, conf = read_config(events, overrides or {}, summary.unreadable_samples)
     rb = rebuild_rounds(events, cfg, conf, rank=rank)
     cross_check(rb, events)
-    fidelity = check_fidelity(rb)
-    rr = ReplayResult(rb, events, summary, fidelity, {}, None)
+    choice = choose_profile(paths, profile)
+    fidelity = check_fidelity(rb, profile=choice.profile)
+    rr = ReplayResult(rb, events, summary, fidelity, {}, None, profile=choice)
     rr.drops = unexplained_drops(rb, rr.assumptions)
     fidelity["unexplained_drops"] = len(rr.drops)
-    _run_policies(rr, events, policies, transfer_seconds)
+    _run_policies(rr, events, policies, transfer_seconds, choice.profile)
     rr.causes = find_causes(rr)
     return rr
 
 
-def _run_policies(rr: ReplayResult, events, policies: list[str], transfer_seconds) -> None:
+def _run_policies(
+    rr: ReplayResult, events, policies: list[str], transfer_seconds, profile: Profile
+) -> None:
     """Every policy forward from the start round, the observed outside allocations
     replayed where they were seen (a fact of the world, not a decision)."""
     rb = rr.rebuild
@@ -185,6 +197,7 @@ def _run_policies(rr: ReplayResult, events, policies: list[str], transfer_second
         )
 
     stuck = _unevictable(rb, start, rr.assumptions)
+    swa = _swa_pool(rb, start, rr.assumptions)
 
     def build(policy: str, seconds: float | None = None):
         t, inf = timing, inflight
@@ -193,8 +206,9 @@ def _run_policies(rr: ReplayResult, events, policies: list[str], transfer_second
             t = replace(timing, transfer_latency_s=seconds)
             inf = [(rid, n, at + shift) for rid, n, at in inflight]
         return node_at(
-            rb, start, policy, inflight=inf, timing=t, outside=outside, unevictable=stuck
-        )
+            rb, start, policy, inflight=inf, timing=t, outside=outside, unevictable=stuck,
+            swa_pool_size=swa, profile=profile,
+        )  # fmt: skip
 
     rr.build_node = build
     for policy in dict.fromkeys(["prefix", *policies]):
@@ -225,6 +239,28 @@ def _unevictable(rb: Rebuild, start, notes: list[str]) -> int:
             "under every policy (inferred)"
         )
     return stuck
+
+
+def _swa_pool(rb: Rebuild, start, notes: list[str]) -> int | None:
+    """The SWA pool's size when the out-of-memory line shows it binding: it holds the same
+    tokens as the full pool (pieces inside the window), so it is short of the full pool by
+    what the two lines differ, from the start round on. The logged size wins."""
+    o = rb.oom
+    if rb.cfg.swa_pool_size is not None or not o or o.get("swa_available") is None:
+        return rb.cfg.swa_pool_size
+    got = classify(o.get("tokens"), readings(o))
+    if got.mechanism is not Mechanism.HYBRID_POOL or got.pool != "swa":
+        return None
+    short = o["available"] - o["swa_available"]
+    if not 0 < short < rb.cfg.pool_size:
+        return None
+    notes.append(
+        f"an SWA pool of {rb.cfg.pool_size - short} slots ({o.get('where')}: {o['swa_available']} "
+        f"available in it against {o['available']} in the full pool; inferred: it holds what the "
+        f"full pool holds, {short} slots smaller), the same from round {start.index} under "
+        "every policy"
+    )
+    return rb.cfg.pool_size - short
 
 
 def _start_round(rb: Rebuild):

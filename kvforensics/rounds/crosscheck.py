@@ -208,11 +208,12 @@ def _check_batches(rb: Rebuild, rank: str, lines: list[dict]) -> None:
         )
 
 
-def _check_plans(rb: Rebuild, rank: str, lines: list[dict]) -> None:
-    # The plan of the crashing round may or may not have reached this rank.
-    reached = lines and rb.oom and lines[-1]["extend_tokens"] == rb.oom.get("tokens")
-    targets = [r for r in rb.rounds if r.pieces] if reached else _forwarded(rb)
+def _misfits(rounds: list[Round], lines: list[dict], same) -> int:
+    """How many rounds and lines an alignment leaves unpaired or disagreeing."""
+    return sum(r is None or ln is None or not same(r, ln) for r, ln in _align(rounds, lines, same))
 
+
+def _check_plans(rb: Rebuild, rank: str, lines: list[dict]) -> None:
     def same(rnd: Round, p: dict) -> bool:
         rids = [x.rid for x in rnd.pieces]
         return (
@@ -220,6 +221,15 @@ def _check_plans(rb: Rebuild, rank: str, lines: list[dict]) -> None:
             and p["extend_tokens"] == rnd.new_tokens()
             and _near(rnd, p)
         )
+
+    # The plan of the crashing round may or may not have reached this rank: the reading
+    # that pairs the lines with fewer misfits (a last line the size of the out-of-memory
+    # piece may as well be the round before it, when the pieces are all one chunk).
+    targets = _forwarded(rb)
+    if lines and rb.oom and lines[-1]["extend_tokens"] == rb.oom.get("tokens"):
+        with_crash = [r for r in rb.rounds if r.pieces]
+        if _misfits(with_crash, lines, same) < _misfits(targets, lines, same):
+            targets = with_crash
 
     for rnd, p in _pairs(rb, rank, "replayed plan", targets, lines, same):
         rids = [x.rid for x in rnd.pieces]

@@ -316,13 +316,20 @@ def _impossible_baselines(cfg: Config, out: list[Round], contradictions: list) -
                 setattr(r, name, None)
 
 
+#: seconds between a silent round and another rank's batch line about it, at most
+NEAR_BATCH_S = 5
+
+
 class Rebuilder:
     """Raw rounds in, rebuilt rounds out, one at a time; each round's index is given once,
     when it is handed on. ``seq_lens`` (rid -> prompt length) is what later stages need of
     the requests; everything else about a round leaves with it."""
 
-    def __init__(self, cfg: Config) -> None:
+    def __init__(self, cfg: Config, batch_sizes: list[dict] | None = None) -> None:
         self.cfg = cfg
+        #: other ranks' batch lines (``time``, ``new_token``, where): what a silent round's
+        #: piece was when its AttentionStore write leaves the end open
+        self.batch_sizes = batch_sizes or []
         self.segmenter = Segmenter(cfg)
         self.block: int | None = None  # the AttentionStore block size, once a write is seen
         self.contradictions: list[dict] = []
@@ -559,6 +566,10 @@ class Rebuilder:
                     "was freed in between?",
                 )
             end = lo if lo > done else hi
+            told = self._batch_size(rnd.time, lo - done, hi - done)
+            if told is not None:
+                end = done + told[0]
+                evid.insert(1, f"{told[1]}: #new-token {told[0]} puts the end at {end}")
         rnd.pieces.append(Piece(rid, done, end, "resumed", INFERRED, evid, interval_end=(lo, hi)))
         pages = cfg.pages_for(done, end)
         rnd.baseline = Prov(b, INFERRED, evid[2:])
@@ -566,6 +577,20 @@ class Rebuilder:
         rnd.baseline_end = self.base_end
         self.chunked = (rid, seq, end) if end < seq else None
         self._emit(rnd)
+
+    def _batch_size(self, time, least: int, most: int) -> tuple[int, str] | None:
+        """The one piece size in [least, most] that other ranks' batch lines near ``time``
+        print, with where; None when none does, or they disagree."""
+        if time is None:
+            return None
+        near = {
+            b["new_token"]: b["where"]
+            for b in self.batch_sizes
+            if b["time"] is not None
+            and abs((b["time"] - time).total_seconds()) <= NEAR_BATCH_S
+            and least <= b["new_token"] <= most
+        }
+        return next(iter(near.items())) if len(near) == 1 else None
 
     # -- the out-of-memory ----------------------------------------------------
     def _oom(self, rnd: Round) -> None:
@@ -638,11 +663,23 @@ def deciding_rows(frame: pl.DataFrame, rank: str) -> Iterator[dict]:
     return rows_of(ev.sort(["file", "line"]))
 
 
+def other_batches(events: pl.DataFrame, deciding: str) -> list[dict]:
+    """Other ranks' batch lines (time, ``#new-token``, where), for the silent rounds."""
+    if "new_token" not in events.columns:
+        return []
+    lines = events.filter((pl.col("kind") == "prefill_batch") & (pl.col("rank") != deciding))
+    return [
+        {"time": b["time"], "new_token": b["new_token"], "where": where(b)}
+        for b in lines.select("file", "line", "time", "new_token").iter_rows(named=True)
+        if b["new_token"] is not None
+    ]
+
+
 def rebuild_rounds(
     events: pl.DataFrame, cfg: Config, config: dict[str, Prov], rank: str | None = None
 ) -> Rebuild:
     """Every round of the deciding rank's events, collected."""
     deciding = deciding_rank(events, rank)
-    rb = Rebuilder(cfg)
+    rb = Rebuilder(cfg, other_batches(events, deciding))
     rounds = list(rb.stream(deciding_rows(events, deciding)))
     return rb.collected(rounds, {**config, **rb.config()}, deciding)

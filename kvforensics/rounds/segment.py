@@ -23,7 +23,8 @@ FIELDS = (
     "rem_chunk_tokens", "baseline", "rem_total_tokens", "cur_rem_tokens", "decision",
     "result", "extend_start", "extend_end", "loaded", "blocks", "block_size", "oom_tokens",
     "oom_available", "oom_available_size", "oom_evictable_size", "oom_swa_available",
-    "oom_mamba_available",
+    "oom_swa_available_size", "oom_swa_evictable_size", "oom_mamba_available",
+    "oom_mamba_available_size", "oom_mamba_evictable_size",
 )  # fmt: skip
 
 
@@ -158,8 +159,11 @@ class Segmenter:
             "evictable_size": ev["oom_evictable_size"],
             "where": where(ev),
             "time": ev["time"].isoformat(sep=" ") if ev["time"] else None,
-            "swa_available": ev.get("oom_swa_available"),
-            "mamba_available": ev.get("oom_mamba_available"),
+            **{
+                f"{pool}_{part}": ev.get(f"oom_{pool}_{part}")
+                for pool in ("swa", "mamba")
+                for part in ("available", "available_size", "evictable_size")
+            },
         }
         #: the last out-of-memory line (its round and rid are set once it is placed)
         self.oom = oom

@@ -17,7 +17,8 @@ from kvforensics.model import (
     get_policy,
     get_profile,
 )
-from kvforensics.model.prefix_cache import BlockPrefixCache
+from kvforensics.model.prefix_cache import BlockPrefixCache, RadixPrefixCache
+from kvforensics.model.radix import RadixPagePool
 from kvforensics.scenario.schema import MAX_REQUESTS, MAX_SECONDS, MAX_SEQ_LEN
 
 if TYPE_CHECKING:
@@ -106,20 +107,12 @@ class TraceWorkload:
     ) -> PrefillNode:
         # Pool operations (for `exec`) are many per block on long traces: opt-in.
         cfg = sc.cfg
-        cache = BlockPrefixCache(cfg, block_size=self.block_size, host_capacity=self.host_capacity)
+        pool, cache = self._cache(sc, record=record and record_ops)
         arrivals = []
         for i, row in enumerate(self.rows):
             rid = f"{self.rid_prefix}{i:06d}"
             cache.add(rid, row.hash_ids)
             arrivals.append(Request(rid, row.input_length, arrival=row.arrival))
-        pool = PagePool(
-            page_size=cfg.page_size,
-            size=cfg.pool_size,
-            free=sc.free,
-            evictable={"cache": sc.evictable} if sc.evictable else None,
-            cache_kind=cfg.cache_kind,
-            record=record and record_ops,
-        )
         return PrefillNode(
             cfg,
             get_policy(policy),
@@ -131,4 +124,25 @@ class TraceWorkload:
             start_time=sc.start_time,
             record=record,
             prefix_cache=cache,
+        )
+
+    def _cache(self, sc: Scenario, *, record: bool) -> tuple[PagePool, Any]:
+        """The pool and where prefix hits come from. A radix cache with no host tier is
+        SGLang's ``RadixCache`` (a radix tree: prefixes published at every checkpoint,
+        whole leaves evicted); with a host tier, or a hybrid pool, block entries."""
+        cfg = sc.cfg
+        if cfg.cache_kind == "radix" and not self.host_capacity:
+            pool = RadixPagePool(page_size=cfg.page_size, size=cfg.pool_size, free=sc.free,
+                                 evictable=sc.evictable, record=record)  # fmt: skip
+            return pool, RadixPrefixCache(cfg, pool, block_size=self.block_size)
+        pool = PagePool(
+            page_size=cfg.page_size,
+            size=cfg.pool_size,
+            free=sc.free,
+            evictable={"cache": sc.evictable} if sc.evictable else None,
+            cache_kind=cfg.cache_kind,
+            record=record,
+        )
+        return pool, BlockPrefixCache(
+            cfg, block_size=self.block_size, host_capacity=self.host_capacity
         )

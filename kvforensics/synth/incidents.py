@@ -71,7 +71,7 @@ def _held_pool(
     """A pool with ``free`` slots (and ``unevictable`` cache); the rest held by ``senders``
     requests in KV transfer, which finish one a second from ``done_at``."""
     pool = PagePool(page_size=cfg.page_size, size=cfg.pool_size, free=free,
-                    unevictable=unevictable)
+                    unevictable=unevictable, swa_size=cfg.swa_pool_size)
     share = (cfg.pool_size - free - unevictable) // senders // cfg.page_size * cfg.page_size
     flight = []
     for i in range(senders):
@@ -149,14 +149,18 @@ def unreserved_tail(
                     ("fixed", "upstream", "drain", "park"))
 
 
-def page_granularity(*, page: int = 64, align: int = 256, chunk: int = 4096) -> Incident:
+def page_granularity(
+    *, page: int = 64, align: int = 256, chunk: int = 4096, free: int = 12000
+) -> Incident:
     """The same chain as ``unreserved_tail`` on a pool whose free count is not whole pages
     (the fork counts slots as given, like the postmortem's "12000 free"): the victim's
     last, memory-sized piece needs one page more than is left, and the message shows
     ``N <= available``. The fork's budget charges every piece a page beyond its ceiling,
     so only a chain like this one gets there: page granularity is where the out-of-memory
-    surfaces, the unreserved tail is the link a policy breaks."""
-    inc = unreserved_tail(page=page, align=align, chunk=chunk, free=12000)
+    surfaces, the unreserved tail is the link a policy breaks. (Alone it cannot happen
+    under the fork's books: a memory check that passed covers the pages of every piece it
+    admits, so the pages run short only where memory left after the check.)"""
+    inc = unreserved_tail(page=page, align=align, chunk=chunk, free=free)
     inc.name, inc.holds = "page_granularity", ("unreserved_tail", "page_granularity")
     return inc
 
@@ -180,7 +184,31 @@ def eviction_shortfall(
     return Incident("eviction_shortfall", ("eviction_shortfall",), cfg, build, "as-big", ())
 
 
+def hybrid_pool(
+    *, page: int = 64, align: int = 256, chunk: int = 4096, free: int = 29952,
+    swa_short: int = 16384, seq: int = 20000, other: int = 1000,
+) -> Incident:
+    """A sliding-window model's second pool binds: the SWA pool, ``swa_short`` slots
+    smaller than the full one, holds every token of pieces inside the window; the adder
+    budgets the full pool only (SGLang's ``is_hybrid_swa``), so the long request is
+    admitted and resumed while the full pool has room, until its next piece finds the SWA
+    pool short. A second request, ``other`` tokens, runs whole before it. No policy budgets
+    the SWA pool: each runs out of memory the same."""
+    cfg = Config(page_size=page, chunked_prefill_size=chunk, max_prefill_tokens=4 * chunk,
+                 pool_size=65536, align_size=align, swa_pool_size=65536 - swa_short)
+    timing = Timing(round_overhead_s=1.0, transfer_latency_s=30.0)
+
+    def build(policy: str) -> PrefillNode:
+        pool, flight = _held_pool(cfg, free, 4, 30.0)
+        waiting = [Request("as-short", other), Request("as-long", seq)]
+        return PrefillNode(cfg, get_policy(policy), pool, waiting=waiting, inflight=flight,
+                           timing=timing)
+
+    return Incident("hybrid_pool", ("hybrid_pool",), cfg, build, "as-long", ())
+
+
 INCIDENTS: dict[str, Callable[..., Incident]] = {
+    "hybrid_pool": hybrid_pool,
     "eviction_shortfall": eviction_shortfall,
     "external_allocation": external_allocation,
     "unreserved_tail": unreserved_tail,

@@ -2,10 +2,10 @@
 path (``sglang_multi.py``: real allocator, ``ReqToTokenPool``, ``RadixCache``, the
 scheduler's ``_get_new_batch_prefill_raw`` on a stand-in scheduler, ``prepare_for_extend``,
 checkpoint and release after the transfer) and through the model (``PrefillNode`` with
-profile ``sglang-0.5.23``, policy ``upstream``, ``BlockPrefixCache``), compared round by
-round: every adder call (decision, piece, the remaining budgets, both offsets), the
-batch's pieces, free and evictable right after allocation, the tokens evicted, and an
-out-of-memory's numbers.
+profile ``sglang-0.5.23``, policy ``upstream``, ``RadixPagePool`` with
+``RadixPrefixCache``), compared round by round: every adder call (decision, piece, the
+remaining budgets, both offsets), the batch's pieces, free and evictable right after
+allocation, the tokens evicted, and an out-of-memory's numbers.
 
 Runs are built from the Mooncake conversation trace (``fixtures/traces/``): a window of
 consecutive rows gives the requests, their block hashes become shared token prefixes
@@ -29,8 +29,9 @@ from kvforensics.model.config import Config
 from kvforensics.model.node import OutOfMemory, PrefillNode, Timing
 from kvforensics.model.policies import get_policy
 from kvforensics.model.pool import PagePool
-from kvforensics.model.prefix_cache import BlockPrefixCache
+from kvforensics.model.prefix_cache import RadixPrefixCache
 from kvforensics.model.profiles import get_profile
+from kvforensics.model.radix import RadixPagePool
 from kvforensics.model.request import Request
 
 from .model_round import RecordingLedger
@@ -57,8 +58,9 @@ def trace_rows() -> list[tuple[int, tuple[int, ...]]]:
 def run_specs(draw, *, max_requests: int = 8, shared: bool = True, ample: bool = False) -> dict:
     """A run from a window of the trace. ``shared=False`` gives every request whole blocks
     of its own (no prefix is shared); ``ample`` a pool that holds every request at once and
-    no outside user (nothing is ever evicted). Together: the domain where the model is
-    exact today (see docs/sglang-0.5.23-rules.md, "Multi-round differential")."""
+    no outside user (nothing is ever evicted). Together: the narrow domain the model was
+    first exact in, before it had the radix tree (docs/sglang-0.5.23-rules.md,
+    "Multi-round differential")."""
     rows = trace_rows()
     page = draw(st.sampled_from([1, 16, 64]))
     block = draw(st.sampled_from([64, 128]))
@@ -95,17 +97,21 @@ def run_specs(draw, *, max_requests: int = 8, shared: bool = True, ample: bool =
     }  # fmt: skip
 
 
-class _OutsidePool(PagePool):
+class _OutsidePool(RadixPagePool):
     """The model's pool, with outside allocations that land between the adder's
-    decisions and the batch's allocation (``during``)."""
+    decisions and the batch's allocation (``during``), and free and evictable read right
+    after the batch's allocation (``after_alloc``: before the checkpoints, as the
+    reference reads them)."""
 
-    __slots__ = ("during",)
+    __slots__ = ("after_alloc", "during")
 
     def alloc_batch(self, pieces):
         for owner, tokens in self.during:
             take_outside(self, owner, tokens)
         self.during = []
-        return super().alloc_batch(pieces)
+        out = super().alloc_batch(pieces)
+        self.after_alloc = (self.available_size(), self.evictable_size())
+        return out
 
 
 def take_outside(pool: PagePool, owner: str, tokens: int) -> None:
@@ -126,14 +132,13 @@ class ModelRun:
             max_prefill_tokens=spec["max_prefill_tokens"], pool_size=spec["pool_size"],
             truncation_align_size=0, max_new_tokens=spec["max_new_tokens"], cache_kind="radix",
         )  # fmt: skip
-        cache = BlockPrefixCache(cfg, block_size=spec["block_size"], host_capacity=0)
+        self.pool = _OutsidePool(page_size=page, size=spec["pool_size"], free=spec["pool_size"])
+        self.pool.during = []
+        cache = RadixPrefixCache(cfg, self.pool, block_size=spec["block_size"])
         arrivals = []
         for r in spec["requests"]:
             cache.add(r["rid"], tuple(r["blocks"]))
             arrivals.append(Request(r["rid"], r["seq_len"], arrival=float(r["arrive"])))
-        self.pool = _OutsidePool(page_size=page, size=spec["pool_size"], free=spec["pool_size"],
-                                 cache_kind="radix")  # fmt: skip
-        self.pool.during = []
         timing = Timing(transfer_latency_s=float(spec["transfer_rounds"]))
         self.node = PrefillNode(cfg, get_policy(POLICY), self.pool, arrivals=arrivals,
                                 timing=timing, profile=get_profile(PROFILE), prefix_cache=cache)  # fmt: skip
@@ -162,23 +167,24 @@ class ModelRun:
         ledger = RecordingLedger(pool)
         node.ledger = ledger
         n_ops = len(pool.ops)
+        pool.after_alloc = None
         t0 = time.perf_counter()
         out = None
         if node.chunked is not None or node.waiting:
             node.round = now
             out = node.step()
-        else:
-            for owner, tokens in pool.during:  # no batch: the outside user still takes them
-                take_outside(pool, owner, tokens)
-            pool.during = []
+        for owner, tokens in pool.during:  # no batch: the outside user still takes them
+            take_outside(pool, owner, tokens)
+        pool.during = []
         dt = time.perf_counter() - t0
         calls = ledger.records
         evicted = sum(op.tokens for op in pool.ops[n_ops:] if op.op == "evict")
         oom = out if isinstance(out, OutOfMemory) else None
         pieces = [[c["rid"], c["start"], c["end"]] for c in calls if c["start"] is not None]
+        free, evictable = pool.after_alloc or (pool.available_size(), pool.evictable_size())
         return {
             "round": now, "calls": calls, "pieces": pieces,
-            "free": pool.available_size(), "evictable": pool.evictable_size(),
+            "free": free, "evictable": evictable,
             "evicted": evicted, "new_token": sum(e - s for _, s, e in pieces),
             "oom": None if oom is None else [oom.tokens, oom.available_size, oom.evictable_size],
             "seconds": dt,

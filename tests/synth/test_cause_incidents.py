@@ -6,7 +6,7 @@ import pytest
 
 from kvforensics.causes import IDS
 from kvforensics.replay import replay_logs
-from kvforensics.synth.incidents import INCIDENTS, external_allocation
+from kvforensics.synth.incidents import INCIDENTS
 
 POLICIES = ["fixed", "upstream", "drain", "park"]
 
@@ -24,6 +24,18 @@ VARIANTS = {
         "taken": 30720,
         "at_round": 2,
     },
+    # no checkpoint alignment: an AttentionStore write leaves a silent round's end open
+    # to within a block; PP3's #new-token closes it
+    "page64-noalign": {
+        "page": 64,
+        "align": 0,
+        "chunk": 2048,
+        "free": 40960,
+        "victim_len": 30727,
+        "first": 512,
+        "taken": 20544,
+        "at_round": 2,
+    },
     "page32-align512": {
         "page": 32,
         "align": 512,
@@ -37,13 +49,31 @@ VARIANTS = {
 }
 
 
-CASES = [("external_allocation", v) for v in sorted(VARIANTS)] + [
-    (name, None) for name in sorted(INCIDENTS) if name != "external_allocation"
+#: the other incidents at other sizes: a second page size, align and chunk each, and
+#: pools that are not whole pages where the cause needs it
+OTHER_SIZES = {
+    "hybrid_pool": {
+        "page16-align128": {"page": 16, "align": 128, "chunk": 2048, "free": 20000,
+                            "swa_short": 12000, "seq": 15000, "other": 300},
+        "page32-align512": {"page": 32, "align": 512, "chunk": 8192, "free": 60000,
+                            "swa_short": 30000, "seq": 50000, "other": 5000},
+    },
+    "page_granularity": {
+        "page16": {"page": 16, "free": 12008},
+        "page128-align512": {"page": 128, "align": 512, "free": 12000},
+    },
+}  # fmt: skip
+SIZES = {"external_allocation": VARIANTS, **OTHER_SIZES}
+
+CASES = [
+    (name, variant)
+    for name in sorted(INCIDENTS)
+    for variant in (sorted(SIZES[name]) if name in SIZES else [None])
 ]
 
 
 def _replayed(tmp_path_factory, name, variant):
-    inc = external_allocation(**VARIANTS[variant]) if variant else INCIDENTS[name]()
+    inc = INCIDENTS[name](**(SIZES[name][variant] if variant else {}))
     paths = inc.write(tmp_path_factory.mktemp(f"{name}-{variant}"))
     return inc, replay_logs(paths, POLICIES)
 
@@ -104,7 +134,8 @@ def test_external_allocation_and_forced_resume_hold_and_nothing_else(external):
     chunk, align = inc.cfg.chunked_prefill_size, inc.cfg.align_size
     # rem_chunk_tokens taken, the end aligned down: a piece that is not the last
     assert forced.figures["rem_total_tokens"] <= 0
-    assert end == (start + chunk) // align * align and end < forced.figures["seq_len"]
+    assert end == ((start + chunk) // align * align if align else start + chunk)
+    assert end < forced.figures["seq_len"]
     assert rr.as_dict()["root_cause"] is None
 
 
@@ -116,3 +147,30 @@ def test_policy_table_under_the_same_facts(external):
         assert avoided == (name in inc.avoided_by), name
     park = rr.results["park"]
     assert park.requests[inc.victim].finished_round is not None
+
+
+@pytest.fixture(scope="module", params=sorted(OTHER_SIZES["hybrid_pool"]))
+def hybrid(request, tmp_path_factory):
+    return _replayed(tmp_path_factory, "hybrid_pool", request.param)
+
+
+def test_hybrid_pool_binds_on_the_swa_line_and_every_policy_runs_out(hybrid):
+    inc, rr = hybrid
+    cap = inc.run()
+    swa_total = inc.cfg.swa_pool_size - inc.cfg.pool_size + cap.oom.available
+    # the message's own lines: the full pool would fit, the SWA pool does not
+    assert cap.oom.tokens <= cap.oom.available
+    assert f"Available swa tokens: {swa_total} " in cap.oom.message
+    assert swa_total < cap.oom.tokens
+    assert rr.observed_oom["round"] == cap.oom.round and rr.reproduced is True
+    cause = rr.cause("hybrid_pool")
+    assert cause.held is True and cause.figures["pool"] == "swa"
+    assert (cause.figures["requested"], cause.figures["free"]) == (cap.oom.tokens, swa_total)
+    # the SWA pool's size is inferred from the crash, as the run had it, and said so
+    assert any(f"SWA pool of {inc.cfg.swa_pool_size} slots" in a for a in rr.assumptions)
+    # the memory was there in the full pool: nothing forced, nothing taken outside
+    assert rr.cause("forced_resume").figures["rem_total_tokens"] > 0
+    assert rr.drops == []
+    for name in POLICIES:
+        got = rr.results[name].oom
+        assert (got.round, got.rid, got.tokens) == (cap.oom.round, inc.victim, cap.oom.tokens)
