@@ -72,30 +72,11 @@ def exec_(
     from kvforensics.exec.command import ExecOptions, run_exec
 
     check_format(fmt, ("table", "json"))
-<<<<<<< HEAD
-    logs = LogOptions(page_size, align, chunk_size, pool_size, rank, formats, transfer_seconds)
-    opts = ExecOptions(policy, device, backend, layers, kv_dim, rope_dim, dtype, round_checks)
-=======
-    opts = LogOptions(
+    logs = LogOptions(
         page_size, align, chunk_size, pool_size, rank, formats, transfer_seconds,
         profile=profile,
     )  # fmt: skip
-    for n, name in ((layers, "--layers"), (kv_dim, "--kv-dim")):
-        if n is not None and n <= 0:
-            raise InputError(f"{name} must be positive")
-    if rope_dim is not None and rope_dim < 0:
-        raise InputError("--rope-dim must be >= 0")
-    try:
-        import torch  # noqa: F401
-    except ImportError:
-        raise KvfError(INSTALL) from None
-    from kvforensics.exec.runner import DTYPES, execute
-
-    if dtype not in DTYPES:
-        raise InputError(f"unknown dtype {dtype!r}; choose from {', '.join(DTYPES)}")
-
-    results = []
->>>>>>> main
+    opts = ExecOptions(policy, device, backend, layers, kv_dim, rope_dim, dtype, round_checks)
     with Progress(
         TextColumn("{task.description}"),
         BarColumn(),
