@@ -81,13 +81,14 @@ def replay(
     d["whole_log"] = whole_log_dict(wl)
     if fmt == "json":
         print_json(d)
-    else:
-        _print_replay(rr, d, wl)
+        sys.exit(rr.exit_code())
+    _print_replay(rr, d, wl)
     sys.exit(rr.exit_code())
 
 
 def _print_replay(rr, d: dict, wl) -> None:
-    """The replay in words and tables, in the order a reader checks it."""
+    """The replay on the terminal: what was read, the logged out-of-memory, fidelity,
+    the policies, the verdict and what it assumes."""
     print_log_summary(rr.summary)
     o = d["observed_oom"]
     if not o and rr.summary.cut_lines:
