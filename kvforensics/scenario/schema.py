@@ -17,6 +17,7 @@ from pydantic import (
     model_validator,
 )
 
+from kvforensics.clip import clip
 from kvforensics.errors import InputError
 from kvforensics.model.config import MAX_TOKENS
 from kvforensics.model.profiles import PROFILES
@@ -142,7 +143,7 @@ def _where(loc: tuple) -> str:
 
 def _shown(value: object) -> str:
     text = repr(value)
-    return text if len(text) <= 40 else text[:37] + "..."
+    return clip(text, 40)
 
 
 def validate_scenario(data: dict, name: str) -> ScenarioFile:
