@@ -1,9 +1,13 @@
 """The long fuzz run: hostile inputs for every command (tests/fuzz/_cases.py), run in a
 pool of worker processes, each case in-process (no interpreter start per run).
 
-A run fails on exit 70, a traceback, a changed input, a stray or half-written file,
-more than 30 s, or a worker's peak RSS over 1 GiB (a worker's peak bounds every run it
-made). Prints the count per command and exit code, the slowest runs and every failure.
+A run fails on exit 70 or an undocumented exit code, a traceback or a panic, a changed
+input, a stray or half-written file, a file created by a failed run, a file left in the
+temporary directory, more than 30 s, or a peak RSS over 1 GiB. The peak is each case's
+own: the worker resets its high-water mark before every case, and a worker that passes
+1 GiB (seen by the parent, which kills it at once, or by the worker after the case) or
+times out is replaced, so what it kept cannot weigh on the cases after it. Prints the
+count per command and exit code, the slowest and largest runs and every failure.
 
     PYTHONPATH=. python scripts/fuzz.py --runs 10000 --workers 2 --seed 1
 """
@@ -12,10 +16,8 @@ from __future__ import annotations
 
 import argparse
 import collections
+import hashlib
 import json
-import multiprocessing as mp
-import random
-import resource
 import sys
 import tempfile
 import time
@@ -23,78 +25,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-RSS_LIMIT_KB = 1 << 20  # 1 GiB
-HARD_LIMIT_S = 60  # a worker silent this long is killed (the in-process alarm is 30 s)
-
-
-def _worker(conn, seed_dir: str) -> None:
-    # everything a command imports, before the first case's 30 s alarm is armed
-    import kvforensics.cli
-    import kvforensics.report.figures
-    from tests.fuzz._cases import make_case
-    from tests.fuzz._runner import run_case
-
-    kvforensics.cli.app  # noqa: B018
-
-    ledgers = {p.suffix: p for p in Path(seed_dir).glob("seed-ledger.*")}
-    while True:
-        job = conn.recv()
-        if job is None:
-            return
-        rng = random.Random(job)
-        with tempfile.TemporaryDirectory(prefix="kvf-fuzz-") as d:
-            case = make_case(rng, Path(d), ledgers)
-            r = run_case(case, Path(d))
-        rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-        conn.send((job, r.command, r.code, r.seconds, r.problems, r.case, rss))
-
-
-class Pool:
-    def __init__(self, n: int, seed_dir: str) -> None:
-        self.seed_dir = seed_dir
-        self.slots = [self._start() for _ in range(n)]
-
-    def _start(self):
-        # spawn, not fork: the parent has polars' thread pool running, and a forked
-        # child can inherit one of its locks held
-        ctx = mp.get_context("spawn")
-        a, b = ctx.Pipe()
-        p = ctx.Process(target=_worker, args=(b, self.seed_dir), daemon=True)
-        p.start()
-        return [p, a, None, 0.0]  # process, pipe, job, started
-
-    def run(self, jobs, on_result) -> None:
-        jobs = collections.deque(jobs)
-        while jobs or any(s[2] is not None for s in self.slots):
-            for s in self.slots:
-                if s[2] is None and jobs:
-                    s[2], s[3] = jobs.popleft(), time.monotonic()
-                    s[1].send(s[2])
-            for i, s in enumerate(self.slots):
-                if s[2] is None:
-                    continue
-                if s[1].poll(0.01):
-                    on_result(s[1].recv())
-                    s[2] = None
-                elif time.monotonic() - s[3] > HARD_LIMIT_S or not s[0].is_alive():
-                    on_result(
-                        (
-                            s[2],
-                            "?",
-                            -1,
-                            time.monotonic() - s[3],
-                            ["worker hung or died"],
-                            f"seed {s[2]}",
-                            0,
-                        )
-                    )
-                    s[0].kill()
-                    self.slots[i] = self._start()
-
-    def close(self) -> None:
-        for s in self.slots:
-            s[1].send(None)
-            s[0].join(5)
+from tests.fuzz._pool import Pool
 
 
 class Tally:
@@ -102,7 +33,8 @@ class Tally:
         self.codes = collections.Counter()
         self.failures: list[dict] = []
         self.slowest: list[tuple[float, str]] = []
-        self.max_rss = 0
+        self.largest: list[tuple[int, str]] = []
+        self.seconds = 0.0
         self.n = 0
         self.t0 = time.monotonic()
         self.checkpoint: Path | None = None
@@ -110,14 +42,13 @@ class Tally:
     def __call__(self, res) -> None:
         job, cmd, code, secs, found, case, rss = res
         self.n += 1
+        self.seconds += secs
         self.codes[(cmd, code)] += 1
-        self.max_rss = max(self.max_rss, rss)
-        if rss > RSS_LIMIT_KB:
-            found = [*found, f"worker peak RSS {rss >> 10} MiB"]
         if found:
             self.failures.append({"seed": job, "case": case, "code": code, "problems": found})
             print(f"FAIL seed {job} exit {code}: {found} :: {case[:300]}", file=sys.stderr)
         self.slowest = sorted([*self.slowest, (secs, case)], reverse=True)[:5]
+        self.largest = sorted([*self.largest, (rss, case)], reverse=True)[:5]
         if self.n % 500 == 0:
             print(f"{self.n} runs, {len(self.failures)} failure(s)", file=sys.stderr, flush=True)
             if self.checkpoint:
@@ -131,19 +62,25 @@ def summary(tally: Tally, wall: float) -> dict:
     return {
         "runs": tally.n,
         "wall_s": round(wall),
-        "max_worker_rss_mib": tally.max_rss >> 10,
-        "slowest_s": [round(s, 1) for s, _ in tally.slowest],
+        "mean_run_s": round(tally.seconds / max(tally.n, 1), 2),
+        "max_case_rss_mib": tally.largest[0][0] >> 10 if tally.largest else 0,
+        "largest": [[r >> 10, c[:200]] for r, c in tally.largest],
+        "slowest": [[round(s, 1), c[:200]] for s, c in tally.slowest],
         "codes": dict(by_cmd),
         "failures": tally.failures,
     }
 
 
-def report(tally: Tally, wall: float, path: Path | None) -> None:
+def report(tally: Tally, wall: float, path: Path | None, restarts: int) -> None:
     d = summary(tally, wall)
-    print(f"{d['runs']} runs in {d['wall_s']} s; max worker RSS {d['max_worker_rss_mib']} MiB")
+    print(
+        f"{d['runs']} runs in {d['wall_s']} s ({d['mean_run_s']} s a run in a worker); "
+        f"largest case peak RSS {d['max_case_rss_mib']} MiB; {restarts} worker(s) replaced"
+    )
     for cmd, codes in d["codes"].items():
         print(f"  {cmd:9} " + ", ".join(f"exit {c}: {n}" for c, n in codes.items()))
     print("slowest: " + "; ".join(f"{s:.1f} s {c[:70]}" for s, c in tally.slowest))
+    print("largest: " + "; ".join(f"{r >> 10} MiB {c[:70]}" for r, c in tally.largest))
     print(f"{len(tally.failures)} failure(s)")
     for f in tally.failures[:50]:
         print(f"  seed {f['seed']} exit {f['code']}: {f['problems']} :: {f['case'][:200]}")
@@ -151,26 +88,42 @@ def report(tally: Tally, wall: float, path: Path | None) -> None:
         path.write_text(json.dumps(d, indent=1))
 
 
+def _digest(root: Path) -> str:
+    """One digest of every shipped fixture (a run must not change them either)."""
+    h = hashlib.blake2b(digest_size=16)
+    for p in sorted(root.rglob("*")):
+        if p.is_file():
+            h.update(str(p).encode() + p.read_bytes())
+    return h.hexdigest()
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=10_000)
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--first", type=int, help="run only this case (a seed a failure named)")
     ap.add_argument("--json", type=Path, help="write the tally here")
     args = ap.parse_args()
 
+    from tests.conftest import FIXTURES
     from tests.fuzz._cases import make_ledgers
 
     t0 = time.monotonic()
-    with tempfile.TemporaryDirectory(prefix="kvf-fuzz-seed-") as seed_dir:
-        make_ledgers(Path(seed_dir))
+    fixtures = _digest(FIXTURES)
+    with tempfile.TemporaryDirectory(prefix="kvf-fuzz-seed-") as root:
+        make_ledgers(Path(root))
         tally = Tally()
         tally.checkpoint = args.json
-        pool = Pool(args.workers, seed_dir)
-        base = args.seed * 1_000_003
+        (Path(root) / "cases").mkdir()
+        pool = Pool(args.workers, Path(root), args=(root, str(Path(root) / "cases")))
+        base = args.seed * 1_000_003 if args.first is None else args.first
         pool.run(range(base, base + args.runs), tally)
         pool.close()
-    report(tally, time.monotonic() - t0, args.json)
+    if _digest(FIXTURES) != fixtures:
+        tally.failures.append({"seed": None, "case": "-", "code": 0,
+                               "problems": ["the shipped fixtures changed"]})  # fmt: skip
+    report(tally, time.monotonic() - t0, args.json, pool.restarts)
     return 1 if tally.failures else 0
 
 

@@ -181,7 +181,11 @@ def _check_regex(regex: str, where: str) -> list[str]:
         if names:
             s.str.extract_groups(regex)
     except Exception as exc:  # polars raises ComputeError on a bad pattern
-        msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        # the engine's message is a caret diagram under a first line; the "error:"
+        # line after it says what is wrong
+        lines = [ln.strip() for ln in str(exc).splitlines()]
+        why = [ln.removeprefix("error: ") for ln in lines[1:] if ln.startswith("error:")]
+        msg = ": ".join([lines[0].rstrip(": "), *why[:1]]) if lines else type(exc).__name__
         raise InputError(f"{where}: invalid regex: {msg}") from None
     return names
 

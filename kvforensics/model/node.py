@@ -310,26 +310,12 @@ class PrefillNode:
         adder = PrefillAdder(
             cfg, self.policy, pool, round_no=self.round, ledger=self.ledger, profile=self.profile
         )
-        skipped = False
-        if self.chunked is not None:
-            adder.add_chunked_req(self.chunked)
-            skipped = adder.budget_state() in self.profile.skip_waiting_on
-        if not skipped:
-            # NOTE: a refusal always ends the loop (it returns NO_TOKEN or OTHER), so the
-            # admitted requests are exactly the first ones of the queue.
-            admitted = 0
-            for req in self.waiting:
-                if self.prefix_cache is not None:
-                    self.prefix_cache.match(req, pool)
-                elif req.prefix_keys:
-                    self._refresh_prefix(req)
-                rec = adder.add_one_req(req)
-                if rec.decision != "rejected":
-                    admitted += 1
-                    req.admitted_round = self.round
-                if rec.budget_state != CONTINUE:
-                    break
-            del self.waiting[:admitted]
+        try:
+            skipped = self._admit(adder)
+        except PrefillOutOfMemory as exc:
+            # a host hit's load-back found the slots the baseline counted unevictable
+            rid = self.waiting[0].rid if self.waiting else self.chunked.rid
+            return self._out_of_memory(exc, rid, adder.step + 1, base0)
 
         decisions = [(s.call, s.rid, s.decision, s.budget_state) for s in adder.steps]
 
@@ -361,31 +347,7 @@ class PrefillNode:
             pool.alloc_batch(pieces)
         except PrefillOutOfMemory as exc:
             # The scheduler reports the batch; blame the request whose piece could not fit.
-            victim = self._victim(pieces)
-            oom = OutOfMemory(
-                self.round,
-                victim,
-                exc.tokens,
-                exc.available,
-                exc.available_size,
-                exc.evictable_size,
-                str(exc),
-            )
-            if self.ledger is not None:
-                self.ledger.add(
-                    Step(
-                        round=self.round,
-                        step=adder.step + 1,
-                        call="allocate",
-                        rid=victim,
-                        baseline=base_before,
-                        baseline_after=pool.baseline(),
-                        allocated=0,
-                        budget_state="OOM",
-                        reason=str(exc).splitlines()[1],
-                    )
-                )
-            return oom
+            return self._out_of_memory(exc, self._victim(pieces), adder.step + 1, base_before)
         if self.ledger is not None:
             step = adder.step
             for rid, s, e in pieces:
@@ -456,6 +418,60 @@ class PrefillNode:
             cached = self.cfg.floor_page(cached)
             req.host_hit += req.device_prefix - cached
             req.device_prefix = cached
+
+    def _admit(self, adder: PrefillAdder) -> bool:
+        """The chunked request, then the queue, through the adder; True when the chunked
+        request's budget state skipped the queue."""
+        if self.chunked is not None:
+            adder.add_chunked_req(self.chunked)
+            if adder.budget_state() in self.profile.skip_waiting_on:
+                return True
+        # NOTE: a refusal always ends the loop (it returns NO_TOKEN or OTHER), so the
+        # admitted requests are exactly the first ones of the queue.
+        admitted = 0
+        try:
+            for req in self.waiting:
+                if self.prefix_cache is not None:
+                    self.prefix_cache.match(req, self.pool)
+                elif req.prefix_keys:
+                    self._refresh_prefix(req)
+                rec = adder.add_one_req(req)
+                if rec.decision != "rejected":
+                    admitted += 1
+                    req.admitted_round = self.round
+                if rec.budget_state != CONTINUE:
+                    break
+        finally:
+            del self.waiting[:admitted]
+        return False
+
+    def _out_of_memory(
+        self, exc: PrefillOutOfMemory, victim: str, step: int, base_before: int
+    ) -> OutOfMemory:
+        """The round's out-of-memory, pinned on ``victim``, with its ledger step."""
+        if self.ledger is not None:
+            self.ledger.add(
+                Step(
+                    round=self.round,
+                    step=step,
+                    call="allocate",
+                    rid=victim,
+                    baseline=base_before,
+                    baseline_after=self.pool.baseline(),
+                    allocated=0,
+                    budget_state="OOM",
+                    reason=str(exc).splitlines()[1],
+                )
+            )
+        return OutOfMemory(
+            self.round,
+            victim,
+            exc.tokens,
+            exc.available,
+            exc.available_size,
+            exc.evictable_size,
+            str(exc),
+        )
 
     def _victim(self, pieces: list[tuple[str, int, int]]) -> str:
         """The request the out-of-memory is pinned on: the chunked one if any (its later

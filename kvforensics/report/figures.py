@@ -21,6 +21,7 @@ from matplotlib.ticker import FuncFormatter, MaxNLocator
 from kvforensics.model import RunResult
 from kvforensics.outputs import atomic_write
 from kvforensics.report.ledgers import ADDER_CALLS, ledger_of
+from kvforensics.report.terminal import shorten_words
 
 DPI = 110
 TOKENS = FuncFormatter(lambda v, _pos: f"{v:,.0f}")
@@ -165,7 +166,7 @@ def _pool_panel(ax, names, res: RunResult, lo: float, focus, history) -> None:
         ax.plot([o.round], [res.pool.size], marker="X", ms=13, color=COLORS["oom"], ls="none")
         # written left of the replayed rounds, where the per-round labels are not
         ax.annotate(
-            f"out of memory: {o.rid} needs {o.tokens:,}, {o.available:,} available",
+            f"out of memory: {shorten_words(o.rid)} needs {o.tokens:,}, {o.available:,} available",
             (o.round, res.pool.size), xytext=(pts[0][0] - 0.7, (res.pool.size + lo) / 2),
             ha="right", va="center", color=COLORS["oom"], fontsize=10, fontweight="bold",
             arrowprops={"arrowstyle": "->", "color": COLORS["oom"]},
@@ -280,7 +281,9 @@ def plot_waterfall(
         fontsize=14,
         y=1 - 0.1 / h,
     )
-    key = "   ".join(f"{v} = {k}" for k, v in letters.items() if k != v)
+    # a figure grows to fit its text (bbox "tight"): a 100,000-character rid would
+    # make it a million pixels wide
+    key = "   ".join(f"{v} = {shorten_words(k)}" for k, v in letters.items() if k != v)
     if key:
         fig.text(
             0.5, 1 - 0.5 / h, f"in the order the adder saw them: {key}", ha="center", fontsize=11

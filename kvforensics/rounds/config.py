@@ -118,6 +118,9 @@ BOUNDED_BY = (
     ("baseline", "pool_size", "free + evictable slots fit in the pool"),
     ("prefix_len", "pool_size", "a device prefix is held in the pool"),
     ("loaded", "pool_size", "a load-back lands in the pool"),
+    ("oom_available", "pool_size", "what an out-of-memory line counts left fits in the pool"),
+    ("oom_available_size", "pool_size", "free slots fit in the pool"),
+    ("oom_evictable_size", "pool_size", "evictable slots fit in the pool"),
 )
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+import json
 import random
 import re
 from dataclasses import dataclass, field
@@ -336,13 +337,29 @@ def snapshot(root: Path) -> dict[str, str]:
     return out
 
 
-def problems(case: Case, code: int, text: str, tmp: Path, before: dict[str, str]) -> list[str]:
-    """What this run did wrong (empty when nothing)."""
+#: exit codes a run may end with: 0, 1 (exec: the tensors disagree with the model),
+#: 2 (an error the user can fix), 3 and 4 (replay and rounds: a mismatch, not reproduced)
+EXIT_CODES = {0, 1, 2, 3, 4}
+#: codes that are an answer (outputs may be written); any other is a failed run
+ANSWERS = {0, 1, 3, 4}
+#: a Rust library's panic, printed straight to file descriptor 2
+PANIC = re.compile(r"(?m)^thread '[^']*' panicked at ")
+
+
+def problems(
+    case: Case, code: int, text: str, raw: str, tmp: Path, before: dict[str, str]
+) -> list[str]:
+    """What this run did wrong (empty when nothing); ``text`` is what it printed on
+    Python's streams, ``raw`` what reached file descriptors 1 and 2 past them."""
     out = []
     if code == 70:
         out.append(f"exit 70: {text.strip().splitlines()[-1] if text.strip() else ''}")
-    if TRACEBACK.search(text):
+    elif code not in EXIT_CODES and code >= 0:
+        out.append(f"exit {code}, not one of the documented codes")
+    if TRACEBACK.search(text) or TRACEBACK.search(raw):
         out.append("traceback")
+    if PANIC.search(raw) or "Fatal Python error" in raw:
+        out.append(f"raw output: {raw.strip()[:200]}")
     after = snapshot(tmp)
     changed = [p for p, h in before.items() if after.get(p) != h]
     if changed:
@@ -352,7 +369,7 @@ def problems(case: Case, code: int, text: str, tmp: Path, before: dict[str, str]
     if stray:
         out.append(f"temporary files left: {stray[:3]}")
     allowed = {str(o.relative_to(tmp)) for o in case.outputs if o.is_relative_to(tmp)}
-    if code == 2 and new:
+    if code not in ANSWERS and new:
         out.append(f"a failed run (exit {code}) created {new[:3]}")
     elif new:
         extra = [
@@ -366,24 +383,45 @@ def problems(case: Case, code: int, text: str, tmp: Path, before: dict[str, str]
     return out
 
 
+def _written_files(case: Case) -> list[Path]:
+    """The files a run wrote: each output file, and every file in an output directory
+    (``report``'s attachment) that is not one of the inputs."""
+    out: list[Path] = []
+    for o in case.outputs:
+        files = sorted(p for p in o.rglob("*") if p.is_file()) if o.is_dir() else [o]
+        out += [f for f in files if f.is_file() and f not in case.inputs]
+    return out
+
+
 def _half_written(case: Case, code: int) -> list[str]:
-    """A successful run's event or ledger file reads back whole."""
+    """A successful run's event, ledger, figure and report files read back whole."""
     import polars as pl
 
     readers = {
         ".parquet": pl.read_parquet,
         ".csv": pl.read_csv,
         ".ndjson": pl.read_ndjson,
-        ".json": pl.read_json,
+        ".json": lambda p: json.loads(p.read_text()),
+        ".png": _read_png,
+        ".md": lambda p: p.read_text(encoding="utf-8"),
     }
     out = []
-    for o in case.outputs:
-        if code != 0 or not o.is_file() or o in case.inputs or o.suffix not in readers:
-            continue
-        if o.suffix == ".ndjson" and o.stat().st_size == 0:
+    if code not in ANSWERS:
+        return out
+    for o in _written_files(case):
+        if o.suffix not in readers or (o.suffix == ".ndjson" and o.stat().st_size == 0):
             continue  # no events: an empty NDJSON file is the whole answer
         try:
+            if o.stat().st_size == 0 and o.suffix in (".png", ".md", ".parquet"):
+                raise ValueError("empty")
             readers[o.suffix](o)
         except Exception as exc:  # any failure to read back is the finding
             out.append(f"{o.name} does not read back: {type(exc).__name__}")
     return out
+
+
+def _read_png(path: Path) -> None:
+    """A whole PNG: its signature first and its IEND chunk last."""
+    data = path.read_bytes()
+    if not (data.startswith(b"\x89PNG\r\n\x1a\n") and data.endswith(b"IEND\xaeB`\x82")):
+        raise ValueError("not a whole PNG")

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
 import signal
+import sys
+import tempfile
 import time
 from dataclasses import dataclass
 
@@ -32,20 +36,48 @@ def _alarm(signum, frame):
     raise RunTimeout
 
 
+@contextlib.contextmanager
+def _raw_output():
+    """What the run writes past Python's streams, on file descriptors 1 and 2 (a Rust
+    panic's message, a C library's warning, a fatal error's dump), as a list of one
+    string once the block ends."""
+    got: list[str] = []
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = [os.dup(1), os.dup(2)]
+    with tempfile.TemporaryFile() as cap:
+        os.dup2(cap.fileno(), 1)
+        os.dup2(cap.fileno(), 2)
+        try:
+            yield got
+        finally:
+            os.dup2(saved[0], 1)
+            os.dup2(saved[1], 2)
+            for fd in saved:
+                os.close(fd)
+            cap.seek(0)
+            got.append(cap.read().decode(errors="replace"))
+
+
 def run_case(case: Case, tmp, limit: float = LIMIT_S) -> Result:
     before = snapshot(tmp)
     old = signal.signal(signal.SIGALRM, _alarm)
     signal.setitimer(signal.ITIMER_REAL, limit)
     t0 = time.monotonic()
-    try:
-        out = run_cli(*case.argv, columns=80)
-        code, text = out.code, out.stdout + out.stderr
-    except RunTimeout:
-        code, text = -1, ""
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, old)
+    found: list[str] = []
+    text = ""
+    with _raw_output() as raw:
+        try:
+            out = run_cli(*case.argv, columns=80)
+            code, text = out.code, out.stdout + out.stderr
+        except RunTimeout:
+            code, found = -1, [f"over {limit:.0f} s"]
+        except Exception as exc:  # past main()'s own handlers: a bug of ours
+            code, found = -2, [f"raised {type(exc).__name__}: {exc}"[:300]]
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, old)
     seconds = time.monotonic() - t0
-    found = [] if code != -1 else [f"over {limit:.0f} s"]
-    found += problems(case, code, text, tmp, before) if code != -1 else []
+    if code != -1:
+        found += problems(case, code, text, raw[0], tmp, before)
     return Result(case.describe(), case.argv[0], code, seconds, found)

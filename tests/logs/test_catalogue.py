@@ -101,6 +101,8 @@ def test_user_formats_add_and_override(tmp_path):
     [
         ("not toml [[", "not valid TOML"),
         ("[[format]]\nname='a'\nregex='(unclosed'\n", "invalid regex"),
+        # the engine's message spans lines: the one line keeps what is wrong
+        ("[[format]]\nname='a'\nregex='(?P<rid>'\n", "invalid regex: .*unclosed group"),
         ("[[format]]\nname='a'\nregex='^x (?P<n>\\d+)'\nfields={n='decimal'}\n", "needs a type"),
         ("[[format]]\nname='a'\nregex='^x (?P<n>\\d+)'\nfields={m='int'}\n", "no group"),
         (

@@ -74,3 +74,14 @@ def test_unreadable_pool_line_is_named(tmp_path):
     _one_line_error(run_cli("rounds", log), "pool_size", "pp0.log:2", "64 bits", "--pool-size")
     # the flag gives what the line could not
     assert run_cli("rounds", log, "--pool-size", "262144").code == 0
+
+
+def test_out_of_memory_numbers_above_the_pool_refute_it(tmp_path):
+    # an out-of-memory line's evictable slots are part of the pool: 2**40 of them is not
+    # a number the replay can hold back as unevictable
+    log = write_log(tmp_path, {"full_evictable_size_=0": f"full_evictable_size_={2**40}"})
+    for cmd in ("rounds", "replay", "report"):
+        args = ("-o", tmp_path / "out") if cmd == "report" else ()
+        _one_line_error(
+            run_cli(cmd, log, *args), f"oom_evictable_size={2**40}", "pp0.log:", "--pool-size"
+        )
