@@ -25,12 +25,13 @@ def safe_cut(text: str, i: int, *, forward: bool = False) -> int:
 
 def clip(text: str, limit: int) -> str:
     """At most about ``limit`` characters of ``text``: cut at the last space before the
-    limit, marked " …"; a first word longer than the limit is cut outside its numbers
-    and marked with how much was left out."""
+    limit, marked " …"; where that would drop more than half of what fits (a word longer
+    than that), the word is cut outside its numbers and marked with how much was left
+    out."""
     if len(text) <= limit:
         return text
     cut = text.rfind(" ", 0, limit + 1)
-    if cut > 0 and text[:cut].strip():
+    if cut >= limit // 2 and text[:cut].strip():
         return text[:cut].rstrip() + " …"
     cut = safe_cut(text, limit)
     if cut == 0:  # one number longer than the limit: shown whole

@@ -67,12 +67,15 @@ class ReplayResult:
         o = self.rebuild.oom
         if not o:
             return None
-        return {
+        out = {
             "round": o.get("round"),
             "rid": o.get("rid"),
             "tokens": o["tokens"],
             "available": o["available"],
         }
+        # a second pool's line, where the message prints one (SWA, mamba)
+        out.update({k: o[k] for k in ("swa_available", "mamba_available") if o.get(k) is not None})
+        return out
 
     def exit_code(self) -> int:
         if self.observed_oom and self.reproduced is False:
