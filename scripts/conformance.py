@@ -8,8 +8,8 @@ and through the model (that release's profile, policy upstream), compared record
 --multi-round: whole runs through SGLang 0.5.23's real prefill path and through the model,
 compared round by round (tests/conformance/multi_round.py); the last line is
 "N runs, R rounds, D differences" (D: runs with at least one differing round).
---exact-domain keeps to the runs where the model is exact today (no shared prefix, nothing
-evicted); --shrink prints the smallest differing run hypothesis finds.
+--exact-domain keeps to a narrow domain (no shared prefix, nothing evicted); --shrink
+prints the smallest differing run hypothesis finds.
 
 Needs the reference environment (bash scripts/conformance_env.sh). Reports the rounds run,
 the rounds outside the reference's domain (skipped), the differences found (the first few
@@ -210,7 +210,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--multi-round", action="store_true", help="whole runs, round by round")
     ap.add_argument("--runs", type=int, default=200, help="multi-round runs")
     ap.add_argument("--exact-domain", action="store_true",
-                    help="only runs where the model is exact today (no shared prefix, no eviction)")
+                    help="only runs with no shared prefix and no eviction")
     ap.add_argument("--shrink", action="store_true", help="print the smallest differing run")
     args = ap.parse_args(argv)
     try:

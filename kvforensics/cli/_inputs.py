@@ -54,6 +54,15 @@ TransferSeconds = Annotated[
         rich_help_panel=_IN,
     ),
 ]
+ProfileName = Annotated[
+    str | None,
+    typer.Option(
+        "--profile",
+        help="Model profile (fork, sglang-0.5.9 ... sglang-0.5.23); default: the one the "
+        "log's lines tell, else fork.",
+        rich_help_panel=_IN,
+    ),
+]
 
 Since = Annotated[
     str | None,
@@ -93,6 +102,7 @@ class LogOptions:
     since: str | None = None
     until: str | None = None
     no_progress: bool = False
+    profile: str | None = None
 
     def narrow(self):
         """``--since``/``--until`` checked (a bad value is a one-line error)."""
@@ -122,6 +132,7 @@ class LogOptions:
             "transfer_seconds": self.transfer_seconds,
             "rank": self.rank,
             "formats": self.formats,
+            "profile": self.profile,
         }
 
 

@@ -16,6 +16,7 @@ from kvforensics.cli._inputs import (
     LogOptions,
     PageSize,
     Pool,
+    ProfileName,
     Rank,
     TransferSeconds,
     check_format,
@@ -45,10 +46,14 @@ def diff(
     pool_size: Pool = None,
     rank: Rank = None,
     formats: Formats = None,
+    profile: ProfileName = None,
 ) -> None:
     """Compare two ledgers round by round and show where they first diverge."""
     check_format(fmt, ("table", "json", "markdown"))
-    opts = LogOptions(page_size, align, chunk_size, pool_size, rank, formats, transfer_seconds)
+    opts = LogOptions(
+        page_size, align, chunk_size, pool_size, rank, formats, transfer_seconds,
+        profile=profile,
+    )  # fmt: skip
     names = [p.strip() for p in policy.split(",") if p.strip()] if policy else None
     if are_logs(inputs):
         names = names or ["prefix", "fixed"]

@@ -22,6 +22,7 @@ from kvforensics.cli._inputs import (
     LogOptions,
     PageSize,
     Pool,
+    ProfileName,
     Rank,
     TransferSeconds,
     check_format,
@@ -77,6 +78,7 @@ def exec_(
     pool_size: Pool = None,
     rank: Rank = None,
     formats: Formats = None,
+    profile: ProfileName = None,
 ) -> None:
     """Perform each round's allocations, load-backs and writes on a real KV cache with an
     independent allocator; confirm the out-of-memory (or its absence) and KV integrity.
@@ -87,7 +89,10 @@ def exec_(
     if policy not in POLICIES:
         raise InputError(f"unknown policy {policy!r}; choose from {', '.join(POLICIES)}")
     check_format(fmt, ("table", "json"))
-    opts = LogOptions(page_size, align, chunk_size, pool_size, rank, formats, transfer_seconds)
+    opts = LogOptions(
+        page_size, align, chunk_size, pool_size, rank, formats, transfer_seconds,
+        profile=profile,
+    )  # fmt: skip
     for n, name in ((layers, "--layers"), (kv_dim, "--kv-dim")):
         if n is not None and n <= 0:
             raise InputError(f"{name} must be positive")

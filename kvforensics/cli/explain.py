@@ -16,6 +16,7 @@ from kvforensics.cli._inputs import (
     LogOptions,
     PageSize,
     Pool,
+    ProfileName,
     Rank,
     TransferSeconds,
     check_format,
@@ -49,12 +50,16 @@ def explain(
     pool_size: Pool = None,
     rank: Rank = None,
     formats: Formats = None,
+    profile: ProfileName = None,
 ) -> None:
     """Tell a round step by step under each policy: what each request asked, the books, the decision."""
     if (round_no is None) == (rid is None):
         raise InputError("give exactly one of --round or --rid")
     check_format(fmt, ("table", "json", "markdown"))
-    opts = LogOptions(page_size, align, chunk_size, pool_size, rank, formats, transfer_seconds)
+    opts = LogOptions(
+        page_size, align, chunk_size, pool_size, rank, formats, transfer_seconds,
+        profile=profile,
+    )  # fmt: skip
     names = [p.strip() for p in policy.split(",") if p.strip()] if policy else None
     if are_logs(sources):
         rr, results = replay_inputs(sources, names, **opts.replay_kwargs())

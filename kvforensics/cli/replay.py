@@ -29,13 +29,14 @@ from kvforensics.cli._inputs import (
     NoProgress,
     PageSize,
     Pool,
+    ProfileName,
     Rank,
     TransferSeconds,
     check_format,
 )
 from kvforensics.replay import replay_logs, verdict_text
 from kvforensics.replay.stock import StockAnalysis
-from kvforensics.replay.stock_words import stock_text
+from kvforensics.replay.stock_words import release_line, stock_text
 from kvforensics.report.terminal import FitTable
 from kvforensics.scan import whole_log, whole_log_dict
 from kvforensics.scan.terminal import whole_log_line
@@ -55,13 +56,14 @@ def replay(
     pool_size: Pool = None,
     rank: Rank = None,
     formats: Formats = None,
+    profile: ProfileName = None,
     no_progress: NoProgress = False,
 ) -> None:
     """Rebuild the rounds, check the model against them, re-run them under each policy."""
     check_format(fmt, ("table", "json"))
     opts = LogOptions(
         page_size, align, chunk_size, pool_size, rank, formats, transfer_seconds,
-        no_progress=no_progress,
+        no_progress=no_progress, profile=profile,
     )  # fmt: skip
     progress = fmt != "json" and opts.progress()
     rr = replay_logs(
@@ -106,6 +108,8 @@ def replay(
             else f"; the out-of-memory is {'reproduced' if rr.reproduced else '[red]NOT reproduced[/]'}"
         )
     )
+    if rr.profile is not None:
+        print_para(release_line(rr.profile), indent=0, hang=2)
     for m in fid["mismatches"][:10]:
         print_para(
             f"round {m['round']} {m['rid']}: {m['field']} logged {m['logged']} "

@@ -16,6 +16,7 @@ from kvforensics.cli._inputs import (
     LogOptions,
     PageSize,
     Pool,
+    ProfileName,
     Rank,
     TransferSeconds,
 )
@@ -59,6 +60,7 @@ def report(
     pool_size: Pool = None,
     rank: Rank = None,
     formats: Formats = None,
+    profile: ProfileName = None,
 ) -> None:
     """Write report.md, figures, ledgers and events (Parquet and CSV) for a replay or a scenario.
 
@@ -69,7 +71,10 @@ def report(
     names = split_policies(policy)
     check_output(out, inputs, directory=True)
     manifest.claim(out, [], force)  # a non-empty OUT is refused before any work
-    opts = LogOptions(page_size, align, chunk_size, pool_size, rank, formats, transfer_seconds)
+    opts = LogOptions(
+        page_size, align, chunk_size, pool_size, rank, formats, transfer_seconds,
+        profile=profile,
+    )  # fmt: skip
     if are_logs(inputs):
         rr, results = replay_inputs(inputs, names, **opts.replay_kwargs())
         head, story, evidence = log_report(rr, names, inputs)

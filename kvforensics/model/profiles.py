@@ -179,3 +179,24 @@ def get_profile(name: str) -> Profile:
         return PROFILES[name]
     except KeyError:
         raise ValueError(f"unknown profile {name!r}; choose from {', '.join(PROFILES)}") from None
+
+
+#: the releases the profiles know, oldest first (a release outside them has no profile)
+KNOWN_RELEASES = tuple((0, 5, m) for m in range(9, 24))
+
+
+def profiles_between(
+    lo: tuple[int, int, int] | None, hi: tuple[int, int, int] | None
+) -> tuple[list[Profile], bool]:
+    """Profiles of the known releases from ``lo`` to ``hi`` (None: open), oldest first,
+    and whether every release in that span is known (none before 0.5.9 or after 0.5.23)."""
+    out: list[Profile] = []
+    for r in KNOWN_RELEASES:
+        if (lo is None or r >= lo) and (hi is None or r <= hi):
+            p = profile_for_release(".".join(map(str, r)))
+            if p is not None and p not in out:
+                out.append(p)
+    inside = (lo is not None and lo >= KNOWN_RELEASES[0]) and (
+        hi is not None and hi <= KNOWN_RELEASES[-1]
+    )
+    return out, inside

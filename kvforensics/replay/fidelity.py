@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from kvforensics.model.profiles import FORK, Profile
 from kvforensics.rounds import Rebuild
 
 #: logged field -> ledger column
@@ -17,7 +18,7 @@ FIELDS = {
 }
 
 
-def check_fidelity(rb: Rebuild, policy: str = "prefix") -> dict:
+def check_fidelity(rb: Rebuild, policy: str = "prefix", profile: Profile = FORK) -> dict:
     from kvforensics.replay.state import node_at
 
     mismatches = []
@@ -26,7 +27,7 @@ def check_fidelity(rb: Rebuild, policy: str = "prefix") -> dict:
         if not rnd.decisions:
             continue
         checked += 1
-        node = node_at(rb, rnd, policy)
+        node = node_at(rb, rnd, policy, profile=profile)
         node.step()
         rows = [r for r in node.ledger.rows if r.call == "add_one_req"]
         if len(rows) != len(rnd.decisions):

@@ -14,7 +14,9 @@ from kvforensics.causes.pools import readings
 from kvforensics.errors import InputError
 from kvforensics.logs import ParseSummary, iter_events, load_catalogue
 from kvforensics.model import PrefillNode, RunResult, Timing
+from kvforensics.model.profiles import Profile
 from kvforensics.replay.fidelity import check_fidelity
+from kvforensics.replay.profile_choice import ProfileChoice, choose_profile
 from kvforensics.replay.state import node_at
 from kvforensics.replay.stock import StockAnalysis, analyse_stock, fork_lines
 from kvforensics.replay.transfers import estimate_latency, frees_and_finishes
@@ -58,6 +60,8 @@ class ReplayResult:
     drops: list[Drop] = field(default_factory=list)
     #: the cause catalogue's findings, in catalogue order
     causes: list[Cause] = field(default_factory=list)
+    #: the model profile the policies ran under, and why that one
+    profile: ProfileChoice | None = None
 
     def cause(self, cid: str) -> Cause | None:
         return next((c for c in self.causes if c.id == cid), None)
@@ -112,6 +116,7 @@ class ReplayResult:
             "unexplained_drops": [d.as_dict() for d in self.drops],
             "contradictions": self.rebuild.contradictions,
             "assumptions": self.assumptions,
+            "profile": self.profile.as_dict() if self.profile else None,
         }
 
     def _root_cause(self) -> dict | None:
@@ -132,9 +137,11 @@ def replay_logs(
     progress: bool = False,
     formats: list[Path] | None = None,
     stock: bool = False,
+    profile: str | None = None,
 ) -> ReplayResult | StockAnalysis:
     """Logs -> replay. With `stock`, a log without adder lines gives the analysis of what
-    it can tell (`StockAnalysis`) instead of an error."""
+    it can tell (`StockAnalysis`) instead of an error. `profile`: the model profile's name
+    (default: the one the log's lines tell, else the fork's)."""
     cat = load_catalogue(formats)
     check_overrides(overrides or {})
     summary = ParseSummary()
@@ -142,7 +149,9 @@ def replay_logs(
     events = pl.concat(frames, how="vertical") if frames else pl.DataFrame(schema=cat.schema())
     if events.height == 0 or not events.filter(pl.col("kind") == "adder_check").height:
         if stock and not fork_lines(events, cat):  # a release's log: what it can tell
-            return analyse_stock(events, summary, cat, overrides)
+            out = analyse_stock(events, summary, cat, overrides)
+            out.profile = choose_profile(paths, profile)
+            return out
         if summary.decode_node:
             raise InputError(
                 "these are a decode (or colocated) node's logs (Decode batch lines): "
@@ -156,16 +165,19 @@ def replay_logs(
     cfg, conf = read_config(events, overrides or {}, summary.unreadable_samples)
     rb = rebuild_rounds(events, cfg, conf, rank=rank)
     cross_check(rb, events)
-    fidelity = check_fidelity(rb)
-    rr = ReplayResult(rb, events, summary, fidelity, {}, None)
+    choice = choose_profile(paths, profile)
+    fidelity = check_fidelity(rb, profile=choice.profile)
+    rr = ReplayResult(rb, events, summary, fidelity, {}, None, profile=choice)
     rr.drops = unexplained_drops(rb, rr.assumptions)
     fidelity["unexplained_drops"] = len(rr.drops)
-    _run_policies(rr, events, policies, transfer_seconds)
+    _run_policies(rr, events, policies, transfer_seconds, choice.profile)
     rr.causes = find_causes(rr)
     return rr
 
 
-def _run_policies(rr: ReplayResult, events, policies: list[str], transfer_seconds) -> None:
+def _run_policies(
+    rr: ReplayResult, events, policies: list[str], transfer_seconds, profile: Profile
+) -> None:
     """Every policy forward from the start round, the observed outside allocations
     replayed where they were seen (a fact of the world, not a decision)."""
     rb = rr.rebuild
@@ -198,8 +210,8 @@ def _run_policies(rr: ReplayResult, events, policies: list[str], transfer_second
             inf = [(rid, n, at + shift) for rid, n, at in inflight]
         return node_at(
             rb, start, policy, inflight=inf, timing=t, outside=outside, unevictable=stuck,
-            swa_pool_size=swa,
-        )
+            swa_pool_size=swa, profile=profile,
+        )  # fmt: skip
 
     rr.build_node = build
     for policy in dict.fromkeys(["prefix", *policies]):

@@ -13,6 +13,7 @@ from kvforensics.model import (
     Timing,
     get_policy,
 )
+from kvforensics.model.profiles import FORK, Profile
 from kvforensics.rounds import Rebuild, Round
 
 
@@ -40,6 +41,7 @@ def node_at(
     outside: dict[int, int] | None = None,
     unevictable: int = 0,
     swa_pool_size: int | None = None,
+    profile: Profile = FORK,
 ) -> PrefillNode:
     """A node at the start of ``rnd``: its baseline, its chunked request, its queue
     (``swa_pool_size``: an SWA pool the logs show, not in the startup lines)."""
@@ -89,4 +91,6 @@ def node_at(
         first_round=rnd.index,
         start_time=start_time,
     )
-    return PrefillNode.from_state(cfg, get_policy(policy), state, timing=timing, outside=outside)
+    return PrefillNode.from_state(
+        cfg, get_policy(policy), state, timing=timing, outside=outside, profile=profile
+    )

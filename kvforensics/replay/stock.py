@@ -84,6 +84,8 @@ class StockAnalysis:
     trend: dict
     needed_lines: list[str]
     contradictions: list[dict] = field(default_factory=list)
+    #: the release the lines tell and the profile it names (``replay/profile_choice.py``)
+    profile: object | None = None
 
     mode = "stock"
 
@@ -112,6 +114,7 @@ class StockAnalysis:
             "not_rebuilt": NOT_REBUILT,
             "needed_lines": self.needed_lines,
             "contradictions": self.contradictions,
+            "profile": self.profile.as_dict() if self.profile else None,
         }
 
 

@@ -57,6 +57,11 @@ def _trend_lines(t: dict, after_oom: bool) -> list[str]:
     return out
 
 
+def release_line(choice) -> str:
+    """The model profile, and why that one (given, told by the lines, or the default)."""
+    return f"Model profile: {choice.describe()}"
+
+
 def stock_text(a: StockAnalysis) -> list[str]:
     """The analysis as lines of plain text, the first a heading."""
     out = [
@@ -64,6 +69,8 @@ def stock_text(a: StockAnalysis) -> list[str]:
         f"Node: {NODE_WORDS[a.node.kind]} ({'; '.join(a.node.evidence)})",
         _pool_line(a),
     ]
+    if a.profile is not None:
+        out.append(release_line(a.profile))
     if a.ooms:
         out.append(
             f"{len(a.ooms)} out-of-memory message(s); the last is the one the server went "

@@ -2,10 +2,10 @@
 path (``sglang_multi.py``: real allocator, ``ReqToTokenPool``, ``RadixCache``, the
 scheduler's ``_get_new_batch_prefill_raw`` on a stand-in scheduler, ``prepare_for_extend``,
 checkpoint and release after the transfer) and through the model (``PrefillNode`` with
-profile ``sglang-0.5.23``, policy ``upstream``, ``BlockPrefixCache``), compared round by
-round: every adder call (decision, piece, the remaining budgets, both offsets), the
-batch's pieces, free and evictable right after allocation, the tokens evicted, and an
-out-of-memory's numbers.
+profile ``sglang-0.5.23``, policy ``upstream``, ``RadixPagePool`` with
+``RadixPrefixCache``), compared round by round: every adder call (decision, piece, the
+remaining budgets, both offsets), the batch's pieces, free and evictable right after
+allocation, the tokens evicted, and an out-of-memory's numbers.
 
 Runs are built from the Mooncake conversation trace (``fixtures/traces/``): a window of
 consecutive rows gives the requests, their block hashes become shared token prefixes
@@ -58,8 +58,9 @@ def trace_rows() -> list[tuple[int, tuple[int, ...]]]:
 def run_specs(draw, *, max_requests: int = 8, shared: bool = True, ample: bool = False) -> dict:
     """A run from a window of the trace. ``shared=False`` gives every request whole blocks
     of its own (no prefix is shared); ``ample`` a pool that holds every request at once and
-    no outside user (nothing is ever evicted). Together: the domain where the model is
-    exact today (see docs/sglang-0.5.23-rules.md, "Multi-round differential")."""
+    no outside user (nothing is ever evicted). Together: the narrow domain the model was
+    first exact in, before it had the radix tree (docs/sglang-0.5.23-rules.md,
+    "Multi-round differential")."""
     rows = trace_rows()
     page = draw(st.sampled_from([1, 16, 64]))
     block = draw(st.sampled_from([64, 128]))

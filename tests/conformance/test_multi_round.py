@@ -20,6 +20,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 from kvforensics.logs import read_events
+from kvforensics.logs.release import detect_release
 from kvforensics.rounds.batches import batch_rounds
 
 from .multi_round import compare_run, model_run, oom_numbers, run_specs
@@ -162,3 +163,6 @@ def test_real_prefill_batch_lines_read_to_the_models_batches(multi_ref, tmp_path
              sum(c["start"] for c in r["calls"] if c["call"] == "add_one_req" and c["start"]))
             for r in model]  # fmt: skip
     assert len(lines) == 5 and got == want
+    # and the lines tell their release: 0.5.23's PD prefill line has #optimistic-req
+    ev, notes = detect_release([log])
+    assert (ev.how, ev.lo, ev.hi, notes) == ("lines", (0, 5, 16), None, [])

@@ -4,10 +4,14 @@ random runs. The multi-round differential holds the same code to SGLang's RadixC
 
 from __future__ import annotations
 
+import tomllib
+from pathlib import Path
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kvforensics.model.radix import RadixPagePool, RadixTree
+from kvforensics.scenario.loader import parse_scenario
 
 
 def test_match_splits_a_node_and_insert_counts_what_was_cached():
@@ -71,3 +75,32 @@ def test_pool_books_balance(ops):
         held = sum(pool.held.values())
         assert pool.free + pool.tree.evictable + pool.tree.protected + held == size
         assert pool.baseline() == pool.free + pool.tree.evictable
+
+
+def _trace_scenario(**config):
+    path = Path(__file__).resolve().parents[2] / "fixtures/scenarios/mooncake-conversation.toml"
+    data = tomllib.loads(path.read_text(encoding="utf-8"))
+    data["config"].update(config)
+    data["trace"].update(limit=150)
+    return data, path.parent
+
+
+def test_a_radix_trace_without_a_host_tier_runs_on_the_radix_tree():
+    data, base = _trace_scenario(cache_kind="radix", pool_size=65536)
+    data["trace"]["host_capacity"] = 0
+    data["pool"] = {"free": 61440, "evictable": 4096}
+    node = parse_scenario(data, base=base).build_node("upstream")
+    assert isinstance(node.pool, RadixPagePool)
+    assert node.pool.evictable_size() == 4096  # the starting cache: one leaf no request has
+    res = node.run()
+    # the trace's conversations share leading blocks: later turns start on the device
+    assert any(r.pieces and r.pieces[0][1] > 0 for r in res.requests.values())
+    node.pool.check()
+    held = sum(node.pool.held.values())
+    assert node.pool.free + node.pool.tree.evictable + node.pool.tree.protected + held == 65536
+
+
+def test_a_host_tier_or_a_hybrid_pool_keeps_the_block_entries():
+    data, base = _trace_scenario()
+    assert not isinstance(parse_scenario(data, base=base).build_node("upstream").pool,
+                          RadixPagePool)  # fmt: skip

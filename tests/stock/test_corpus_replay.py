@@ -52,6 +52,10 @@ def test_replay_json_is_the_stock_analysis(e, capsys, monkeypatch):
         assert d["pool_size"]["interval"] == e.expect["pool_bounds"]
     assert d["not_rebuilt"] == NOT_REBUILT
     assert any("PrefillAdder.add_one_req" in n for n in d["needed_lines"])
+    # the release the lines tell (sidecar: worked out from the forms in
+    # docs/sglang-releases.md); none of these names a single profile, so the default runs
+    assert d["profile"]["release"] == e.expect.get("release")
+    assert (d["profile"]["name"], d["profile"]["how"]) == ("fork", "default")
 
 
 @pytest.mark.parametrize("e", params())

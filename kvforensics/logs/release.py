@@ -1,0 +1,149 @@
+"""Which SGLang release wrote a log, as far as its lines tell (docs/sglang-releases.md,
+"Telling the release from a log").
+
+Three kinds of evidence, strongest first: the fork's own adder lines (a build with the
+fork's instrumentation, whatever release it started from; sglang-jax's code paths say
+the log is not SGLang's at all); a version string
+(``sglang==0.5.16``, ``sglang: 0.5.16`` as ``check_env`` prints it, an image tag
+``sglang:v0.5.16``, a ``sglang-0.5.16.dist-info`` path); the form of the ``Prefill batch``
+line, whose keys changed between releases. Only the first ``SCAN_BYTES`` of each file are
+read: the evidence is in the first lines, and a long log is read whole later anyway.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from kvforensics.logs.source import iter_bytes
+
+SCAN_BYTES = 16 << 20
+Release = tuple[int, int, int]
+
+_VERSION = re.compile(r"\bsglang(?:==|:\s*v?|\s+v?|-|/v)(\d+)\.(\d+)\.(\d+)\b", re.I)
+_FORK = "PrefillAdder.add_one_req"
+#: code paths of sglang-jax, another project with SGLang-like lines and its own releases
+_JAX = ("sgl_jax", "sglang-jax")
+_BATCH = re.compile(r"Prefill batch(?: \[\d+\])?([.,]) (.*)")
+
+
+@dataclass(frozen=True, slots=True)
+class ReleaseEvidence:
+    """Releases ``lo`` to ``hi`` (either end None: open) fit the log; ``fork``: the
+    fork's own lines. ``where`` is ``file:line`` of the deciding line."""
+
+    how: str  # "fork" | "version" | "lines" | "other" (not SGLang's lines)
+    lo: Release | None
+    hi: Release | None
+    reason: str
+    where: str
+    line: str
+
+    def span(self) -> str:
+        if self.how in ("fork", "other"):
+            return "no SGLang release"
+        lo, hi = (".".join(map(str, r)) if r else None for r in (self.lo, self.hi))
+        if lo == hi:
+            return lo or "?"
+        if lo is None:
+            return f"{hi} or earlier" if hi else "any release"
+        return f"{lo} or later" if hi is None else f"{lo} to {hi}"
+
+
+def _v(minor: int) -> Release:
+    return (0, 5, minor)
+
+
+def batch_line_releases(sep: str, pairs: str) -> tuple[Release | None, Release | None, str]:
+    """The releases whose ``Prefill batch`` line has this form (read from each release's
+    ``report_prefill_stats``). Returns (lo, hi, why); (None, None, "") when the form says
+    nothing."""
+    keys = [p.split(": ", 1)[0].strip() for p in pairs.split(", ") if p.strip()]
+    has = set(keys).__contains__
+    graph = next((i for i, k in enumerate(keys) if k.endswith(" graph")), None)
+    thru = keys.index("input throughput (token/s)") if has("input throughput (token/s)") else None
+    if sep == ".":
+        return None, _v(8), "'Prefill batch.' (0.5.9 on print 'Prefill batch,')"
+    if has("#replay-token"):
+        return _v(21), None, "#replay-token (0.5.21 on)"
+    if has("#optimistic-req"):
+        return _v(16), None, "#optimistic-req (0.5.16 on)"
+    if has("#bootstrap-req") and has("#inflight-req"):
+        return _v(12), _v(15), "#bootstrap-req without #optimistic-req (0.5.12 to 0.5.15)"
+    if has("#prealloc-req") and has("#pending-token"):
+        return _v(11), _v(11), "#prealloc-req with #pending-token (0.5.11)"
+    if graph is None or thru is None:
+        return None, None, ""  # cut, or a form no release between 0.5.9 and 0.5.23 prints
+    if has("#pending-token"):
+        return _v(11), None, "#pending-token (0.5.11 on)"
+    if thru < graph:
+        return None, _v(9), "input throughput before the graph flag (0.5.9 and before)"
+    return _v(10), _v(10), "the graph flag before input throughput, no #pending-token (0.5.10)"
+
+
+def _intersect(a: tuple, b: tuple) -> tuple:
+    lo = max((x for x in (a[0], b[0]) if x), default=None)
+    hi = min((x for x in (a[1], b[1]) if x), default=None)
+    return lo, hi
+
+
+def detect_release(paths: list[Path]) -> tuple[ReleaseEvidence | None, list[str]]:
+    """The strongest evidence of the release in ``paths``, and notes (lines that
+    disagree). None when nothing tells."""
+    version = fork = other = None
+    forms: list[ReleaseEvidence] = []
+    for path in paths:
+        for n, text in _lines(path):
+            if fork is None and _FORK in text:
+                fork = ReleaseEvidence("fork", None, None, "the fork's adder lines",
+                                       f"{path}:{n}", text.strip())  # fmt: skip
+            if other is None and any(j in text for j in _JAX):
+                other = ReleaseEvidence("other", None, None, "sglang-jax's code paths",
+                                        f"{path}:{n}", text.strip())  # fmt: skip
+            if version is None and (m := _VERSION.search(text)):
+                r = tuple(int(x) for x in m.groups())
+                version = ReleaseEvidence("version", r, r, f"version string {m.group(0)!r}",
+                                          f"{path}:{n}", text.strip())  # fmt: skip
+            if m := _BATCH.search(text):
+                lo, hi, why = batch_line_releases(m.group(1), m.group(2))
+                if why:
+                    forms.append(ReleaseEvidence("lines", lo, hi, why, f"{path}:{n}",
+                                                 text.strip()))  # fmt: skip
+    notes: list[str] = []
+    form = _combine(forms, notes)
+    return fork or other or version or form, notes
+
+
+def _combine(forms: list[ReleaseEvidence], notes: list[str]) -> ReleaseEvidence | None:
+    """The narrowest range all the batch lines allow (the first line of each form is
+    the one cited); None with a note when they disagree."""
+    if not forms:
+        return None
+    span: tuple = (None, None)
+    best = forms[0]
+    for f in forms:
+        new = _intersect(span, (f.lo, f.hi))
+        if new[0] and new[1] and new[0] > new[1]:
+            notes.append(f"the Prefill batch lines disagree on the release: {best.where} "
+                         f"({best.reason}) vs {f.where} ({f.reason})")  # fmt: skip
+            return None
+        if new != span:
+            best, span = f, new
+    reasons = sorted({f.reason for f in forms if (f.lo, f.hi) != (None, None)})
+    return ReleaseEvidence("lines", span[0], span[1], "; ".join(reasons), best.where, best.line)
+
+
+def _lines(path: Path):
+    """(line number, text) of the first ``SCAN_BYTES`` of ``path``; a cut last line is
+    left out (its form is not whole)."""
+    buf, n, read = b"", 0, 0
+    for block in iter_bytes(path, []):
+        buf += block
+        read += len(block)
+        *whole, buf = buf.split(b"\n")
+        for raw in whole:
+            n += 1
+            yield n, raw.decode("utf-8", "replace")
+        if read >= SCAN_BYTES:
+            return
