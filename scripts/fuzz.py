@@ -104,6 +104,9 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--first", type=int, help="run only this case (a seed a failure named)")
     ap.add_argument("--json", type=Path, help="write the tally here")
+    ap.add_argument(
+        "--plain", action="store_true", help="cases as drawn before tests/fuzz/_hostile.py"
+    )
     args = ap.parse_args()
 
     from tests.conftest import FIXTURES
@@ -116,10 +119,14 @@ def main() -> int:
         tally = Tally()
         tally.checkpoint = args.json
         (Path(root) / "cases").mkdir()
-        pool = Pool(args.workers, Path(root), args=(root, str(Path(root) / "cases")))
+        pool = Pool(
+            args.workers, Path(root), args=(root, str(Path(root) / "cases"), not args.plain)
+        )
         base = args.seed * 1_000_003 if args.first is None else args.first
-        pool.run(range(base, base + args.runs), tally)
-        pool.close()
+        try:
+            pool.run(range(base, base + args.runs), tally)
+        finally:
+            pool.close()
     if _digest(FIXTURES) != fixtures:
         tally.failures.append({"seed": None, "case": "-", "code": 0,
                                "problems": ["the shipped fixtures changed"]})  # fmt: skip

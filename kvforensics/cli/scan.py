@@ -57,6 +57,7 @@ def scan(
 
     Exit codes: 0 at least one node was scanned (its findings are in the output); 2 bad
     input, or no node could be replayed."""
+    from kvforensics.errors import InputError
     from kvforensics.outputs import check_output
     from kvforensics.scan import ScanOptions, scan, write_parquet
     from kvforensics.scan.fleet import gap_table_beside
@@ -75,6 +76,8 @@ def scan(
     if output:
         for target in gap_table_beside(output), output:
             check_output(target, local)
+        if output.suffix != ".parquet":  # the tables are written as Parquet, whatever the name
+            raise InputError(f"{output}: give a file ending in .parquet")
     if report:
         check_output(report, local, directory=True)
     with progress_bar() as bar:
@@ -89,8 +92,11 @@ def scan(
             on_start=lambda n: bar.update(task, total=n),
             on_done=lambda _n: bar.advance(task),
         )
-    written = write_parquet(fleet, output, paths) if output else []
-    if report:
+    # findings are data (exit 0); a scan that could replay no node at all is bad input,
+    # and a failed run writes nothing
+    failed = not fleet.totals()["scanned"]
+    written = write_parquet(fleet, output, paths) if output and not failed else []
+    if report and not failed:
         from kvforensics.scan.report import write_report
 
         written += write_report(fleet, report)
@@ -100,6 +106,7 @@ def scan(
         print_fleet(fleet, console)
         for path in written:
             console.print(f"wrote {path}", highlight=False)
-    # findings are data (exit 0); a scan that could replay no node at all is bad input
-    if not fleet.totals()["scanned"]:
+    if failed:
+        if output or report:
+            typer.echo("error: no node could be replayed; nothing written", err=True)
         sys.exit(2)

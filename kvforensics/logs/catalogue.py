@@ -16,6 +16,7 @@ from typing import Any
 import polars as pl
 
 from kvforensics.errors import InputError
+from kvforensics.logs.catalogue_schema import check_catalogue_shape
 
 TYPES: dict[str, pl.DataType] = {
     "int": pl.Int64(),
@@ -372,6 +373,7 @@ def load_catalogue(extra_formats: list[Path] | None = None) -> Catalogue:
     user_prefix: Prefix | None = None
     for path in extra_formats or []:
         doc = _read_user_file(Path(path))
+        check_catalogue_shape(doc, str(path))
         if "prefix" in doc:
             user_prefix = _prefix(doc["prefix"], str(path), builtin=False)
         entries = doc.get("format", [])

@@ -40,7 +40,7 @@ def piece_rows(rnd: Round) -> list[tuple]:
         base.value if base else None,
         base.provenance if base else None,
         rnd.baseline_end.value if rnd.baseline_end else None,
-        rnd.oom.tokens if rnd.oom else None,
+        rnd.oom.get("tokens") if rnd.oom else None,
     )
     if not rnd.pieces:
         return [(*head, None, None, None, None, None, None, *tail)]

@@ -17,8 +17,7 @@ from pydantic import (
     model_validator,
 )
 
-from kvforensics.clip import clip
-from kvforensics.errors import InputError
+from kvforensics.errors import InputError, validation_line
 from kvforensics.model.config import MAX_TOKENS
 from kvforensics.model.profiles import PROFILES
 
@@ -133,32 +132,9 @@ class ScenarioFile(_Strict):
         return v
 
 
-def _where(loc: tuple) -> str:
-    """('waiting', 1, 'seq_len') -> 'waiting[1].seq_len'."""
-    out = ""
-    for part in loc:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
-    return out or "(top level)"
-
-
-def _shown(value: object) -> str:
-    text = repr(value)
-    return clip(text, 40)
-
-
 def validate_scenario(data: dict, name: str) -> ScenarioFile:
     """The scenario's tables, typed; one line naming the first bad field otherwise."""
     try:
         return ScenarioFile.model_validate(data)
     except ValidationError as exc:
-        errs = exc.errors(include_url=False)
-        e = errs[0]
-        msg = e["msg"].removeprefix("Value error, ")
-        quiet = ("missing", "extra_forbidden", "value_error")
-        got = "" if e["type"] in quiet else f" (got {_shown(e['input'])})"
-        if e["type"] == "extra_forbidden":
-            msg = "unknown key"
-        more = f"; {len(errs) - 1} more problem(s)" if len(errs) > 1 else ""
-        raise InputError(
-            f"{name}: {_where(e['loc'])}: {msg}{got}{more}; fix the scenario file"
-        ) from None
+        raise InputError(validation_line(exc, name, "fix the scenario file")) from None

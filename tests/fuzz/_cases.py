@@ -263,9 +263,14 @@ def make_ledgers(root: Path) -> dict[str, Path]:
 
 
 def make_case(
-    rng: random.Random, tmp: Path, ledgers: dict[str, Path], cmd: str | None = None
+    rng: random.Random,
+    tmp: Path,
+    ledgers: dict[str, Path],
+    cmd: str | None = None,
+    hostile: bool = True,
 ) -> Case:
-    """One command line over fresh damaged inputs written into ``tmp``."""
+    """One command line over fresh damaged inputs written into ``tmp``; ``hostile``:
+    made worse still by tests/fuzz/_hostile.py (off: the case earlier campaigns ran)."""
     # exec (torch) and scan (a process per node) cost ten times the others: drawn less
     cmd = cmd or rng.choices(COMMANDS, weights=[3, 3, 3, 3, 3, 3, 2, 1, 1])[0]
     if cmd in ("simulate", "exec") or (cmd in ("diff", "explain", "report") and rng.random() < 0.4):
@@ -321,7 +326,12 @@ def make_case(
     elif cmd == "exec":
         argv += ["--policy", rng.choice(["prefix", "fixed", "bogus"]), "--device", "cpu"]
         argv += ["--format", rng.choice(["table", "json"])]
-    return Case(argv, inputs, outputs)
+    case = Case(argv, inputs, outputs)
+    if hostile:
+        from tests.fuzz._hostile import harden
+
+        harden(case, rng, tmp)
+    return case
 
 
 # -- what a run must not do ------------------------------------------------------------

@@ -60,7 +60,9 @@ def serve(conn, run_one: Callable, limit_kb: int) -> None:
             return
 
 
-def fuzz_worker(conn, seed_dir: str, cases_dir: str, sys_tmp: str, limit_kb: int) -> None:
+def fuzz_worker(
+    conn, seed_dir: str, cases_dir: str, hostile: bool, sys_tmp: str, limit_kb: int
+) -> None:
     """A worker over make_case's cases."""
     # everything a command imports, before the first case's 30 s alarm is armed
     import kvforensics.cli
@@ -76,7 +78,7 @@ def fuzz_worker(conn, seed_dir: str, cases_dir: str, sys_tmp: str, limit_kb: int
 
     def run_one(job: int, started):
         with tempfile.TemporaryDirectory(prefix="kvf-fuzz-", dir=cases_dir) as d:
-            case = make_case(random.Random(job), Path(d), ledgers)
+            case = make_case(random.Random(job), Path(d), ledgers, hostile=hostile)
             started(case.argv[0], case.describe())
             r = run_case(case, Path(d))
         return r.command, r.code, r.seconds, r.problems + _left_in(Path(sys_tmp)), r.case
@@ -100,10 +102,12 @@ class Pool:
         # child can inherit one of its locks held
         ctx = mp.get_context("spawn")
         a, b = ctx.Pipe()
-        sys_tmp = self.root / "tmp" / str(i)
-        sys_tmp.mkdir(parents=True, exist_ok=True)
+        # a directory of its own: what a killed worker left is not the next one's doing
+        sys_tmp = Path(tempfile.mkdtemp(prefix=f"{i}-", dir=self.root))
         args = (b, *self.args, str(sys_tmp), self.limit_kb)
-        p = ctx.Process(target=self.target, args=args, daemon=True)
+        # not a daemon: a command may start processes of its own (scan --jobs 2); the
+        # parent ends its workers itself (close, or kill on the way out)
+        p = ctx.Process(target=self.target, args=args)
         p.start()
         # process, pipe, job, started, (command, case) once the worker says
         return {"p": p, "pipe": a, "job": None, "t0": 0.0, "case": ("?", "?"), "i": i}
@@ -158,5 +162,7 @@ class Pool:
 
     def close(self) -> None:
         for s in self.slots:
-            s["pipe"].send(None)
+            if s["p"].is_alive():
+                s["pipe"].send(None)
             s["p"].join(5)
+            s["p"].kill()

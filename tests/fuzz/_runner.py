@@ -66,6 +66,8 @@ def run_case(case: Case, tmp, limit: float = LIMIT_S) -> Result:
     t0 = time.monotonic()
     found: list[str] = []
     text = ""
+    cwd = os.getcwd()
+    os.chdir(tmp)  # a relative output path lands where the checker looks
     with _raw_output() as raw:
         try:
             out = run_cli(*case.argv, columns=80)
@@ -77,6 +79,7 @@ def run_case(case: Case, tmp, limit: float = LIMIT_S) -> Result:
         finally:
             signal.setitimer(signal.ITIMER_REAL, 0)
             signal.signal(signal.SIGALRM, old)
+            os.chdir(cwd)
     seconds = time.monotonic() - t0
     if code != -1:
         found += problems(case, code, text, raw[0], tmp, before)
