@@ -35,6 +35,8 @@ class Tally:
         self.slowest: list[tuple[float, str]] = []
         self.largest: list[tuple[int, str]] = []
         self.seconds = 0.0
+        #: command -> (slowest seconds, largest peak RSS in KiB)
+        self.worst: dict[str, tuple[float, int]] = {}
         self.n = 0
         self.t0 = time.monotonic()
         self.checkpoint: Path | None = None
@@ -44,6 +46,8 @@ class Tally:
         self.n += 1
         self.seconds += secs
         self.codes[(cmd, code)] += 1
+        t, r = self.worst.get(cmd, (0.0, 0))
+        self.worst[cmd] = (max(t, secs), max(r, rss))
         if found:
             self.failures.append({"seed": job, "case": case, "code": code, "problems": found})
             print(f"FAIL seed {job} exit {code}: {found} :: {case[:300]}", file=sys.stderr)
@@ -67,6 +71,9 @@ def summary(tally: Tally, wall: float) -> dict:
         "largest": [[r >> 10, c[:200]] for r, c in tally.largest],
         "slowest": [[round(s, 1), c[:200]] for s, c in tally.slowest],
         "codes": dict(by_cmd),
+        "worst_by_command": {
+            c: [round(t, 1), r >> 10] for c, (t, r) in sorted(tally.worst.items())
+        },
         "failures": tally.failures,
     }
 
@@ -79,6 +86,10 @@ def report(tally: Tally, wall: float, path: Path | None, restarts: int) -> None:
     )
     for cmd, codes in d["codes"].items():
         print(f"  {cmd:9} " + ", ".join(f"exit {c}: {n}" for c, n in codes.items()))
+    print(
+        "worst per command (s, MiB): "
+        + ", ".join(f"{c} {t}/{r}" for c, (t, r) in d["worst_by_command"].items())
+    )
     print("slowest: " + "; ".join(f"{s:.1f} s {c[:70]}" for s, c in tally.slowest))
     print("largest: " + "; ".join(f"{r >> 10} MiB {c[:70]}" for r, c in tally.largest))
     print(f"{len(tally.failures)} failure(s)")

@@ -85,5 +85,10 @@ def print_log_summary(summary) -> None:
 
 def print_log_notes(summary) -> None:
     """What the reader could not read, on stderr (stdout may be JSON or markdown)."""
-    for note in summary.notes():
+    print_notes(summary.notes())
+
+
+def print_notes(notes: list[str]) -> None:
+    """Reader notes, one ``note:`` line each on stderr."""
+    for note in notes:
         err_console.print(f"note: {note.strip()}", highlight=False, markup=False, soft_wrap=True)

@@ -14,7 +14,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 from rich.table import Table
 
 from kvforensics.cli import app
-from kvforensics.cli._common import console, err_console, print_json
+from kvforensics.cli._common import console, err_console, print_json, print_notes
 from kvforensics.cli._inputs import (
     Align,
     Chunk,
@@ -27,21 +27,6 @@ from kvforensics.cli._inputs import (
     TransferSeconds,
     check_format,
 )
-from kvforensics.errors import InputError, KvfError
-
-INSTALL = "kvforensics exec needs torch and triton: pip install -e '.[gpu]'"
-
-
-def _plans(inputs: list[Path], policy: str, opts: LogOptions):
-    """One plan per scenario file, or one plan for a set of log files (one incident)."""
-    from kvforensics.exec.plan import plan_from_replay, plan_from_scenario
-    from kvforensics.report.inputs import are_logs
-
-    if are_logs(inputs):
-        return [plan_from_replay([str(p) for p in inputs], policy, **opts.replay_kwargs())]
-    if not all(p.suffix.lower() == ".toml" for p in inputs):
-        raise InputError("exec takes scenario TOML files, or the log files of one incident")
-    return [plan_from_scenario(str(p), policy) for p in inputs]
 
 
 @app.command("exec")
@@ -84,30 +69,14 @@ def exec_(
     independent allocator; confirm the out-of-memory (or its absence) and KV integrity.
 
     Exits 1 when the allocator disagrees with the model or integrity fails."""
-    from kvforensics.model import POLICIES
+    from kvforensics.exec.command import ExecOptions, run_exec
 
-    if policy not in POLICIES:
-        raise InputError(f"unknown policy {policy!r}; choose from {', '.join(POLICIES)}")
     check_format(fmt, ("table", "json"))
-    opts = LogOptions(
+    logs = LogOptions(
         page_size, align, chunk_size, pool_size, rank, formats, transfer_seconds,
         profile=profile,
     )  # fmt: skip
-    for n, name in ((layers, "--layers"), (kv_dim, "--kv-dim")):
-        if n is not None and n <= 0:
-            raise InputError(f"{name} must be positive")
-    if rope_dim is not None and rope_dim < 0:
-        raise InputError("--rope-dim must be >= 0")
-    try:
-        import torch  # noqa: F401
-    except ImportError:
-        raise KvfError(INSTALL) from None
-    from kvforensics.exec.runner import DTYPES, execute
-
-    if dtype not in DTYPES:
-        raise InputError(f"unknown dtype {dtype!r}; choose from {', '.join(DTYPES)}")
-
-    results = []
+    opts = ExecOptions(policy, device, backend, layers, kv_dim, rope_dim, dtype, round_checks)
     with Progress(
         TextColumn("{task.description}"),
         BarColumn(),
@@ -116,28 +85,20 @@ def exec_(
         transient=True,
         disable=not err_console.is_terminal,
     ) as bar:
-        for plan in _plans(inputs, policy, opts):
+
+        def on_plan(plan):
             task = bar.add_task(f"{plan.name} [{policy}]", total=len(plan.steps))
-            results.append(
-                execute(
-                    plan,
-                    device=device,
-                    backend=backend,
-                    layers=layers,
-                    kv_dim=kv_dim,
-                    rope_dim=rope_dim,
-                    dtype=DTYPES[dtype],
-                    check_rounds=round_checks,
-                    on_step=lambda done, _total, t=task: bar.update(t, completed=done),
-                )
-            )
+            return lambda done, _total: bar.update(task, completed=done)
+
+        run = run_exec(inputs, opts, logs.replay_kwargs(), on_plan)
+    print_notes(run.log_notes)
     if fmt == "json":
-        out = [r.as_dict() for r in results]
+        out = [r.as_dict() for r in run.results]
         print_json(out[0] if len(out) == 1 else out)
     else:
-        for r in results:
+        for r in run.results:
             _table(r)
-    if any(not r.agrees_with_model or r.integrity for r in results):
+    if run.failed:
         raise typer.Exit(1)
 
 

@@ -77,6 +77,13 @@ def replay(
     if fmt == "json":
         print_json(d)
         sys.exit(rr.exit_code())
+    _print_replay(rr, d, wl)
+    sys.exit(rr.exit_code())
+
+
+def _print_replay(rr, d: dict, wl) -> None:
+    """The replay on the terminal: what was read, the logged out-of-memory, fidelity,
+    the policies, the verdict and what it assumes."""
     print_log_summary(rr.summary)
     o = d["observed_oom"]
     if not o and rr.summary.cut_lines:
@@ -129,7 +136,6 @@ def replay(
     console.print("Assumptions:")
     for a in d["assumptions"]:
         print_para(a)
-    sys.exit(rr.exit_code())
 
 
 def _policy_table(d: dict) -> FitTable:

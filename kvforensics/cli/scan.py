@@ -57,10 +57,8 @@ def scan(
 
     Exit codes: 0 at least one node was scanned (its findings are in the output); 2 bad
     input, or no node could be replayed."""
-    from kvforensics.errors import InputError
-    from kvforensics.outputs import check_output
-    from kvforensics.scan import ScanOptions, scan, write_parquet
-    from kvforensics.scan.fleet import gap_table_beside
+    from kvforensics.scan import ScanOptions, scan
+    from kvforensics.scan.outputs import check_outputs, write_outputs
     from kvforensics.scan.terminal import print_fleet
 
     check_format(fmt, ("table", "json"))
@@ -72,14 +70,7 @@ def scan(
         rank=rank,
         formats=tuple(str(f) for f in formats or ()),
     )
-    local = [Path(p) for p in paths if "://" not in p]
-    if output:
-        for target in gap_table_beside(output), output:
-            check_output(target, local)
-        if output.suffix != ".parquet":  # the tables are written as Parquet, whatever the name
-            raise InputError(f"{output}: give a file ending in .parquet")
-    if report:
-        check_output(report, local, directory=True)
+    check_outputs(output, report, paths)
     with progress_bar() as bar:
         task = bar.add_task("nodes", total=None)
         fleet = scan(
@@ -95,11 +86,7 @@ def scan(
     # findings are data (exit 0); a scan that could replay no node at all is bad input,
     # and a failed run writes nothing
     failed = not fleet.totals()["scanned"]
-    written = write_parquet(fleet, output, paths) if output and not failed else []
-    if report and not failed:
-        from kvforensics.scan.report import write_report
-
-        written += write_report(fleet, report)
+    written = write_outputs(fleet, output, report, paths)
     if fmt == "json":
         print_json(fleet.as_dict())
     else:

@@ -18,8 +18,10 @@ from kvforensics.exec import content
 from kvforensics.exec.allocator import Page, Run
 from kvforensics.exec.store import StoreFn
 
-#: bytes of int64 scratch the hashing may use at once (bounds memory at full size)
+#: bytes of int64 scratch the hashing may use at once (bounds memory at full size); on
+#: the CPU the scratch shares the host with everything else, so it is kept smaller
 SCRATCH_BYTES = 256 << 20
+CPU_SCRATCH_BYTES = 16 << 20
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,7 +71,8 @@ class KvCache:
             (layout.layers, slots, layout.width), dtype=layout.dtype, device=self.device
         )
         self.cols = content.column_keys(range(layout.layers), layout.width, self.device)
-        self.chunk = max(1, SCRATCH_BYTES // (8 * layout.layers * layout.width))
+        scratch = SCRATCH_BYTES if self.device.type == "cuda" else CPU_SCRATCH_BYTES
+        self.chunk = max(1, scratch // (8 * layout.layers * layout.width))
         self.rows_written = 0
 
     # -- writes ---------------------------------------------------------------

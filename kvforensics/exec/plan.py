@@ -10,7 +10,7 @@ The model's out-of-memory is kept aside (``model_oom``) only to compare against.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -76,6 +76,8 @@ class Plan:
     model_oom: dict[str, int | str] | None = None
     name: str = ""
     policy: str = ""
+    #: what the log reader could not read (cut gzip, cut last line, ...), to pass on
+    log_notes: tuple[str, ...] = ()
 
     @property
     def rounds(self) -> list[int]:
@@ -123,50 +125,7 @@ def plan_from_run(
     pending: dict[int, list[tuple[str, int, int]]] = {}
     for rnd, rid, s, e in attempted:
         pending.setdefault(int(rnd), []).append((str(rid), int(s), int(e)))
-
-    steps: list[Step] = []
-    batch: list[tuple[str, int, int]] = []
-    batch_round = -1
-
-    def flush() -> None:
-        nonlocal batch
-        if batch:
-            steps.append(Step(batch_round, "batch", pieces=tuple(batch)))
-            batch = []
-
-    for op in ops:
-        kind = op.op
-        if kind == "evict":
-            continue  # the executor's allocator decides what to evict
-        if kind == "alloc":
-            if batch and op.round != batch_round:
-                flush()
-            batch_round = op.round
-            batch.append((op.owner, op.start, op.end))
-            continue
-        flush()
-        if kind in ("lock", "unlock"):
-            steps.append(Step(op.round, kind, key=op.key))
-        elif kind == "load_back":
-            steps.append(Step(op.round, kind, owner=op.owner, start=op.start, end=op.end))
-        elif kind in ("release", "free"):
-            # One model release() is a run of release ops plus maybe a free op for one
-            # owner: fold them into one step whose leftover goes back to free.
-            prev = steps[-1] if steps else None
-            entry = ((op.key, op.tokens),) if kind == "release" else ()
-            if prev is not None and prev.kind == "release" and prev.owner == op.owner:
-                steps[-1] = Step(
-                    prev.round, "release", owner=op.owner, entries=prev.entries + entry
-                )
-            else:
-                steps.append(Step(op.round, "release", owner=op.owner, entries=entry))
-        elif kind == "oom":
-            pieces = pending.pop(op.round, None)
-            if pieces:
-                steps.append(Step(op.round, "batch", pieces=tuple(pieces)))
-        else:
-            raise InputError(f"plan: unknown pool op {kind!r}")
-    flush()
+    steps = _steps_from_ops(ops, pending)
     for rnd in sorted(pending):  # a source without an oom marker: the batch comes last
         steps.append(Step(rnd, "batch", pieces=tuple(pending[rnd])))
     return Plan(
@@ -177,6 +136,54 @@ def plan_from_run(
         name=name,
         policy=policy,
     )
+
+
+def _steps_from_ops(ops: Sequence[PoolOp], pending: dict[int, list]) -> list[Step]:
+    """The ops as steps: runs of allocations grouped into batches, evictions dropped, and
+    each ``oom`` marker replaced by its round's attempted batch (taken out of ``pending``)."""
+    steps: list[Step] = []
+    batch: list[tuple[str, int, int]] = []
+    batch_round = -1
+    for op in ops:
+        kind = op.op
+        if kind == "evict":
+            continue  # the executor's allocator decides what to evict
+        if kind == "alloc":
+            if batch and op.round != batch_round:
+                steps.append(Step(batch_round, "batch", pieces=tuple(batch)))
+                batch = []
+            batch_round = op.round
+            batch.append((op.owner, op.start, op.end))
+            continue
+        if batch:
+            steps.append(Step(batch_round, "batch", pieces=tuple(batch)))
+            batch = []
+        if kind in ("lock", "unlock"):
+            steps.append(Step(op.round, kind, key=op.key))
+        elif kind == "load_back":
+            steps.append(Step(op.round, kind, owner=op.owner, start=op.start, end=op.end))
+        elif kind in ("release", "free"):
+            _add_release(steps, op)
+        elif kind == "oom":
+            pieces = pending.pop(op.round, None)
+            if pieces:
+                steps.append(Step(op.round, "batch", pieces=tuple(pieces)))
+        else:
+            raise InputError(f"plan: unknown pool op {kind!r}")
+    if batch:
+        steps.append(Step(batch_round, "batch", pieces=tuple(batch)))
+    return steps
+
+
+def _add_release(steps: list[Step], op: PoolOp) -> None:
+    """One model release() is a run of release ops plus maybe a free op for one owner:
+    fold them into one step whose leftover goes back to free."""
+    prev = steps[-1] if steps else None
+    entry = ((op.key, op.tokens),) if op.op == "release" else ()
+    if prev is not None and prev.kind == "release" and prev.owner == op.owner:
+        steps[-1] = Step(prev.round, "release", owner=op.owner, entries=prev.entries + entry)
+    else:
+        steps.append(Step(op.round, "release", owner=op.owner, entries=entry))
 
 
 _ADMITTED = ("resumed", "full", "truncated")
@@ -233,4 +240,5 @@ def plan_from_replay(paths: list[str], policy: str, **replay_kwargs) -> Plan:
     node = rr.build_node(policy)
     snap = snapshot_pool(node.pool)
     name = f"{Path(paths[0]).name} from round {rr.start_round}"
-    return plan_from_result(snap, node.run(), rr.rebuild.cfg, name=name)
+    plan = plan_from_result(snap, node.run(), rr.rebuild.cfg, name=name)
+    return replace(plan, log_notes=tuple(rr.summary.notes()))

@@ -17,7 +17,9 @@ import torch
 from kvforensics.exec import content
 from kvforensics.exec.allocator import KvOutOfMemory, PageAllocator
 from kvforensics.exec.kvcache import KvCache, KvLayout
+from kvforensics.exec.limits import check_fits
 from kvforensics.exec.plan import Plan
+from kvforensics.exec.plan import Step as PlanStep
 from kvforensics.exec.store import get_store, resolve
 
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
@@ -58,6 +60,8 @@ class ExecResult:
     incomplete: list[str] = field(default_factory=list)
     stats: dict[str, int] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    #: what the log reader could not read, from the plan
+    log_notes: list[str] = field(default_factory=list)
     kv_digest: str | None = None
     #: the KV tensor at the end (``keep_kv=True``), for comparing backends
     kv: Any = None
@@ -83,6 +87,7 @@ class ExecResult:
             "incomplete": self.incomplete,
             "stats": self.stats,
             "notes": self.notes,
+            "log_notes": self.log_notes,
             "kv_digest": self.kv_digest,
             "seconds": round(self.seconds, 4),
         }
@@ -91,6 +96,84 @@ class ExecResult:
 def _sync(device: str) -> None:
     if device.startswith("cuda"):
         torch.cuda.synchronize()
+
+
+class _Execution:
+    """The state of one plan being performed: the allocator, the KV cache and what the
+    run has seen so far (who got slots first, how far each request was written)."""
+
+    def __init__(self, plan: Plan, alloc: PageAllocator, cache: KvCache, hosts: dict):
+        self.plan, self.alloc, self.cache, self.hosts = plan, alloc, cache, hosts
+        self.failures: list[str] = []
+        self.first_round: dict[str, int] = dict.fromkeys((r for r, _ in plan.snapshot.held), -1)
+        self.written_end: dict[str, int] = {}
+        self.rounds = 0
+        self.loaded = 0
+        self.oom: dict[str, Any] | None = None
+        self.oom_msg: str | None = None
+
+    def check(self, label: str) -> None:
+        """Integrity: the allocator's own structure, then every live row read back."""
+        alloc, cache = self.alloc, self.cache
+        self.failures.extend(f"{label}: {p}" for p in alloc.check_structure())
+        self.failures.extend(
+            f"{label}: {p}" for p in cache.check(alloc.holders(), self.plan.snapshot.page_size)
+        )
+
+    def run(self, check_rounds: bool, on_step: Callable[[int, int], None] | None) -> None:
+        """Every step in order, until the plan ends or the allocator runs out of memory."""
+        total = len(self.plan.steps)
+        for i, step in enumerate(self.plan.steps):
+            try:
+                self._do(i, step, check_rounds)
+            except _Blamed as exc:
+                self.oom, self.oom_msg = exc.as_dict(), str(exc.error)
+                break
+            except KvOutOfMemory as exc:  # a load-back that did not fit
+                self.oom = {
+                    "round": step.round,
+                    "rid": step.owner,
+                    "tokens": exc.tokens,
+                    "available": exc.available,
+                }
+                self.oom_msg = str(exc)
+                break
+            if on_step is not None:
+                on_step(i + 1, total)
+        self.check("end")
+
+    def _do(self, i: int, step: PlanStep, check_rounds: bool) -> None:
+        alloc = self.alloc
+        if step.kind == "lock":
+            alloc.lock(step.key)
+        elif step.kind == "unlock":
+            alloc.unlock(step.key)
+        elif step.kind == "release":
+            alloc.release(step.owner, step.entries)
+        elif step.kind == "load_back":
+            self.first_round.setdefault(step.owner, step.round)
+            runs = alloc.alloc(step.owner, step.start, step.end)
+            self.cache.load_back(runs, self.hosts.pop(i), step.start)
+            self.loaded += step.end - step.start
+        elif step.kind == "batch":
+            self._batch(step)
+            if check_rounds:
+                self.check(f"round {step.round}")
+        else:
+            raise ValueError(f"unknown step kind {step.kind!r}")
+
+    def _batch(self, step: PlanStep) -> None:
+        """A round's pieces: allocated at once, all of them or out of memory, then written."""
+        alloc = self.alloc
+        self.rounds += 1
+        if not alloc.fits(alloc.batch_pages(step.pieces)):
+            victim = _victim(step.pieces, self.first_round, step.round)
+            tokens = sum(e - s for _, s, e in step.pieces)
+            raise _Blamed(alloc.out_of_memory(tokens), step.round, victim)
+        for rid, s, e in step.pieces:
+            self.first_round.setdefault(rid, step.round)
+            self.cache.write(alloc.alloc(rid, s, e))
+            self.written_end[rid] = max(self.written_end.get(rid, 0), e)
 
 
 def execute(
@@ -116,12 +199,11 @@ def execute(
     t0 = time.perf_counter()
     device, backend = resolve(device, backend)
     layout = default_layout(device, layers, kv_dim, rope_dim, dtype)
+    check_fits(plan, layout, device)  # before anything is allocated
     snap = plan.snapshot
-    page = snap.page_size
     alloc = allocator_cls(snap, content.seed_of)
     cache = KvCache(layout, snap.size, device, get_store(backend))
     cache.write(alloc.initial_content())  # the cache and inflight KV that exist at the start
-
     # The host cache exists before the run (HiCache wrote it earlier): build it up front.
     hosts = {
         i: cache.host_rows(content.seed_of(s.owner), s.start, s.end)
@@ -130,91 +212,50 @@ def execute(
     }
     _sync(device)
     setup_s = time.perf_counter() - t0
-
-    oom = oom_msg = None
-    failures: list[str] = []
-    first_round: dict[str, int] = dict.fromkeys((r for r, _ in snap.held), -1)
-    written_end: dict[str, int] = {}
-    rounds = 0
-    loaded = 0
-
-    def check(label: str) -> None:
-        failures.extend(f"{label}: {p}" for p in alloc.check_structure())
-        failures.extend(f"{label}: {p}" for p in cache.check(alloc.holders(), page))
-
-    total = len(plan.steps)
-    for i, step in enumerate(plan.steps):
-        try:
-            if step.kind == "lock":
-                alloc.lock(step.key)
-            elif step.kind == "unlock":
-                alloc.unlock(step.key)
-            elif step.kind == "release":
-                alloc.release(step.owner, step.entries)
-            elif step.kind == "load_back":
-                first_round.setdefault(step.owner, step.round)
-                runs = alloc.alloc(step.owner, step.start, step.end)
-                cache.load_back(runs, hosts.pop(i), step.start)
-                loaded += step.end - step.start
-            elif step.kind == "batch":
-                rounds += 1
-                need = alloc.batch_pages(step.pieces)
-                if not alloc.fits(need):
-                    # The batch is allocated at once: all of it or out of memory.
-                    victim = _victim(step.pieces, first_round, step.round)
-                    tokens = sum(e - s for _, s, e in step.pieces)
-                    raise _Blamed(alloc.out_of_memory(tokens), step.round, victim)
-                for rid, s, e in step.pieces:
-                    first_round.setdefault(rid, step.round)
-                    cache.write(alloc.alloc(rid, s, e))
-                    written_end[rid] = max(written_end.get(rid, 0), e)
-                if check_rounds:
-                    check(f"round {step.round}")
-            else:
-                raise ValueError(f"unknown step kind {step.kind!r}")
-        except _Blamed as exc:
-            oom, oom_msg = exc.as_dict(), str(exc.error)
-            break
-        except KvOutOfMemory as exc:  # a load-back that did not fit
-            oom = {
-                "round": step.round,
-                "rid": step.owner,
-                "tokens": exc.tokens,
-                "available": exc.available,
-            }
-            oom_msg = str(exc)
-            break
-        if on_step is not None:
-            on_step(i + 1, total)
-    check("end")
+    run = _Execution(plan, alloc, cache, hosts)
+    run.run(check_rounds, on_step)
     _sync(device)
+    return _result(run, device, backend, layout, time.perf_counter() - t0, setup_s, keep_kv)
+
+
+def _result(
+    run: _Execution,
+    device: str,
+    backend: str,
+    layout: KvLayout,
+    seconds: float,
+    setup_s: float,
+    keep_kv: bool,
+) -> ExecResult:
+    plan, alloc, cache, snap = run.plan, run.alloc, run.cache, run.plan.snapshot
     seq = plan.seq_lens
-    completed = sorted(r for r in seq if written_end.get(r, 0) >= seq[r])
+    completed = sorted(r for r in seq if run.written_end.get(r, 0) >= seq[r])
     return ExecResult(
         name=plan.name,
         policy=plan.policy,
         device=device,
         backend=backend,
         layout=layout,
-        oom=oom,
-        oom_message=oom_msg,
+        oom=run.oom,
+        oom_message=run.oom_msg,
         model_oom=plan.model_oom,
-        integrity=failures,
-        rounds=rounds,
-        seconds=time.perf_counter() - t0,
+        integrity=run.failures,
+        rounds=run.rounds,
+        seconds=seconds,
         completed=completed,
         incomplete=sorted(set(seq) - set(completed)),
         stats={
             "slots": snap.size,
-            "page_size": page,
+            "page_size": snap.page_size,
             "kv_bytes": snap.size * layout.bytes_per_slot(),
             "rows_written": cache.rows_written,
-            "rows_loaded_back": loaded,
+            "rows_loaded_back": run.loaded,
             "pages_evicted": alloc.evicted_pages,
             "pages_reused": alloc.reused_pages,
             "setup_ms": round(setup_s * 1000, 1),
         },
         notes=alloc.notes,
+        log_notes=list(plan.log_notes),
         kv_digest=_digest(cache.kv),
         kv=cache.kv if keep_kv else None,
     )

@@ -21,7 +21,10 @@ from kvforensics.model.request import Request
 #: a record from its values in field order (the hot path: no keyword matching)
 _new = partial(tuple.__new__, Step)
 ceil_page = sizing.ceil_page
+memory_need = sizing.memory_need
 CONTINUE, NO_TOKEN, OTHER = AddResult.CONTINUE, AddResult.NO_TOKEN, AddResult.OTHER
+#: a result's name as the record keeps it (a dict lookup: cheaper than ``.value``)
+_NAME = {r: r.value for r in AddResult}
 
 
 class PrefillAdder:
@@ -48,6 +51,11 @@ class PrefillAdder:
         self.max_new = profile.max_new(cfg)
         self.check_page = profile.check_page(cfg)
         self.align = policy.end_align(cfg)
+        self.page = cfg.page_size
+        self.early_checks = profile.input_check_before_lock
+        self.input_check = profile.input_tokens_check
+        #: the ledger's list, appended to directly on the hot path
+        self.ledger_rows = ledger.rows if ledger is not None else None
         #: (request, start, end) in admission order
         self.pieces: list[tuple[Request, int, int]] = []
         #: the request left half-done by this round (at most one per batch)
@@ -148,70 +156,69 @@ class PrefillAdder:
         )
 
     # -- a waiting request ----------------------------------------------------
+    # The hot path of every long run: one call per queued request per round. It reads
+    # each attribute once into a local and builds its record positionally.
     def add_one_req(self, req: Request) -> Step:
         """Admit whole, truncate or refuse; the record's ``budget_state`` says whether the
         adder goes on (CONTINUE) or stops."""
-        cfg, b, pool = self.cfg, self.budget, self.pool
+        b, pool, page = self.budget, self.pool, self.page
+        seq, dp, hh, keys = req.seq_len, req.device_prefix, req.host_hit, req.prefix_keys
         base_unlocked = pool.baseline()
-        pool.lock(req.prefix_keys)
-        base = pool.baseline()
+        base = base_unlocked
+        if keys:
+            pool.lock(keys)
+            base = pool.baseline()
         before = (base, b.total_offset, b.cur_offset, b.rem_chunk, b.rem_input)
-        rem_total = base - b.total_offset
+        rem_total = base - before[1]
         # The whole remaining prompt, host hits included: every later piece comes out of
         # the same pool.
-        need = sizing.memory_need(req.seq_len - req.device_prefix, self.max_new, self.check_page)
-        prefix = req.device_prefix + req.host_hit
-        early = self.profile.refusal_before_lock(
-            need, base_unlocked - before[1], ceil_page(req.seq_len - prefix, cfg.page_size),
-            b.rem_input, bool(self.pieces),
-        )  # fmt: skip
-        if early is not None:
-            return self._reject(req, before, need, *early)
+        need = memory_need(seq - dp, self.max_new, self.check_page)
+        prefix = dp + hh
+        if self.early_checks:
+            early = self.profile.refusal_before_lock(
+                need, base_unlocked - before[1], ceil_page(seq - prefix, page), b.rem_input,
+                bool(self.pieces),
+            )  # fmt: skip
+            if early is not None:
+                return self._reject(req, before, need, *early)
         refusal, reason, size = self._select(req, need, rem_total, prefix)
         if refusal is not None:
             return self._reject(req, before, need, refusal, reason)
 
         # Admitted. HiCache allocates the host hit's slots now, outside the offsets.
-        loaded = req.host_hit
+        loaded = hh
         if (
             loaded
             and self.profile.load_back_may_fail
-            and not pool.can_allocate(cfg.pages_for(req.device_prefix, prefix))
+            and not pool.can_allocate(sizing.pages_for(dp, prefix, page))
         ):
             # Nothing loads: select again with the host part recomputed.
-            loaded, prefix = 0, req.device_prefix
+            loaded, prefix = 0, dp
             refusal, reason, size = self._select(req, need, rem_total, prefix)
             if refusal is not None:
                 return self._reject(req, before, need, refusal, reason)
         if loaded:
-            pool.alloc(req.rid, req.device_prefix, prefix, op="load_back")
-        end, raw = (size.end, size.unaligned_end) if size else (req.seq_len, req.seq_len)
-        piece = ceil_page(end - prefix, cfg.page_size)
-        reserved = tail_need = 0
-        if size:
-            b.charge(piece, self.page_charge, 0)
-            tail_need = sizing.tail_need(req.seq_len - end, cfg.page_size, cfg.max_new_tokens)
-            reserved = self.policy.after_truncation(b, req.seq_len - end, cfg, self.deciding)
+            pool.alloc(req.rid, dp, prefix, op="load_back")
+        reserved = 0
+        tail_need = None
+        if size is not None:
+            end, raw = size.end, size.unaligned_end
+            b.charge(ceil_page(end - prefix, page), self.page_charge, 0)
+            tail_need = sizing.tail_need(seq - end, page, self.cfg.max_new_tokens)
+            reserved = self.policy.after_truncation(b, seq - end, self.cfg, self.deciding)
             self.new_chunked = req
+            decision = "truncated"
         else:
-            b.charge(piece, self.page_charge, self.max_new)
+            end = raw = seq
+            b.charge(ceil_page(end - prefix, page), self.page_charge, self.max_new)
+            decision = "full"
         req.done = prefix
         self.pieces.append((req, prefix, end))
         base_after = pool.baseline()
         return self._step_one(
-            req,
-            before,
-            need,
-            decision="truncated" if size else "full",
-            base_after=base_after,
-            start=prefix,
-            end=end,
-            unaligned_end=raw,
-            load_back=loaded,
-            state=b.state(base_after).value,
-            reserved=reserved,
-            tail_need=tail_need if size else None,
-        )
+            req, before, need, decision, base_after, prefix, end, raw, loaded,
+            _NAME[b.state(base_after)], reserved, tail_need, None,
+        )  # fmt: skip
 
     def _select(
         self, req: Request, need: int, rem_total: int, prefix: int
@@ -220,17 +227,18 @@ class PrefillAdder:
 
         Returns (refusal or None, reason, the truncated piece's size or None if whole).
         """
-        cfg, b = self.cfg, self.budget
-        paged_extend = ceil_page(req.seq_len - prefix, cfg.page_size)
+        b = self.budget
+        paged_extend = ceil_page(req.seq_len - prefix, self.page)
         if need >= rem_total:
             return NO_TOKEN, f"needs {need} >= rem_total_tokens {rem_total}", None
-        if self.profile.input_tokens_check and paged_extend >= b.rem_input and self.pieces:
+        if self.input_check and paged_extend >= b.rem_input and self.pieces:
             return OTHER, f"extend {paged_extend} >= rem_input_tokens {b.rem_input}", None
         if paged_extend <= b.rem_chunk:
             return None, None, None
         if self.profile.one_chunked_guard and self.new_chunked is not None:
             reason = f"would be a second chunked request beside {self.new_chunked.rid}"
             return OTHER, reason, None
+        cfg = self.cfg
         size = sizing.truncated_end(
             prefix,
             b.rem_chunk,
@@ -246,27 +254,15 @@ class PrefillAdder:
     def _reject(self, req, before, need: int, result: AddResult, reason) -> Step:
         self.pool.unlock(req.prefix_keys)
         return self._step_one(
-            req,
-            before,
-            need,
-            decision="rejected",
-            base_after=before[0],
-            start=None,
-            end=None,
-            unaligned_end=None,
-            load_back=0,
-            state=result.value,
-            reserved=0,
-            tail_need=None,
-            reason=reason,
-        )
+            req, before, need, "rejected", before[0], None, None, None, 0, _NAME[result], 0,
+            None, reason,
+        )  # fmt: skip
 
     def _step_one(
         self,
         req: Request,
         before: tuple[int, int, int, int, int],
         need: int,
-        *,
         decision: str,
         base_after: int,
         start: int | None,
@@ -276,7 +272,7 @@ class PrefillAdder:
         state: str,
         reserved: int,
         tail_need: int | None,
-        reason: str | None = None,
+        reason: str | None,
     ) -> Step:
         """The record of one ``add_one_req``; ``before`` is (baseline, total offset, cur
         offset, chunk budget, input budget) when it looked."""
@@ -319,6 +315,6 @@ class PrefillAdder:
             )
         )
         self.steps.append(step)
-        if self.ledger is not None:
-            self.ledger.add(step)
+        if self.ledger_rows is not None:
+            self.ledger_rows.append(step)
         return step

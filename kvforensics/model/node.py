@@ -294,62 +294,63 @@ class PrefillNode:
     def step(self) -> RoundRecord | OutOfMemory | None:
         """Run one round. Returns its record, the out-of-memory it hit, or None when
         there is nothing left to do."""
-        self._absorb()
-        while self.chunked is None and not self.waiting:
-            t = self._next_event_time()
-            if t == math.inf:
-                return None
-            self.now = max(self.now, t)
-            self._absorb()
-
-        pool, cfg = self.pool, self.cfg
+        if not self._wait_for_work():
+            return None
+        pool = self.pool
         pool.round = self.round
         self._take_outside()
         t_start = self.now
         base0 = pool.baseline()
         adder = PrefillAdder(
-            cfg, self.policy, pool, round_no=self.round, ledger=self.ledger, profile=self.profile
-        )
+            self.cfg, self.policy, pool, round_no=self.round, ledger=self.ledger,
+            profile=self.profile,
+        )  # fmt: skip
         try:
             skipped = self._admit(adder)
         except PrefillOutOfMemory as exc:
             # a host hit's load-back found the slots the baseline counted unevictable
             rid = self.waiting[0].rid if self.waiting else self.chunked.rid
             return self._out_of_memory(exc, rid, adder.step + 1, base0)
-
         decisions = [(s.call, s.rid, s.decision, s.budget_state) for s in adder.steps]
-
         if not adder.pieces:
             # Nothing fits: wait for memory (a transfer) or for new work.
-            self.rounds.append(
-                RoundRecord(
-                    self.round,
-                    t_start,
-                    [],
-                    decisions,
-                    skipped,
-                    base0,
-                    pool.baseline(),
-                    pool.used(),
-                    0,
-                )
-            )
-            self.round += 1
+            rec = self._close_round(t_start, [], decisions, skipped, base0, 0)
             t = self._next_event_time()
             if t == math.inf:
                 return None  # stuck for good: nothing will ever free memory
             self.now = max(self.now, t)
-            return self.rounds[-1]
-
+            return rec
         pieces = [(r.rid, s, e) for r, s, e in adder.pieces]
+        oom = self._allocate(pieces, adder.step)
+        if oom is not None:
+            return oom
+        self._compute(adder.pieces)
+        self.chunked = adder.new_chunked
+        tail = self.chunked.seq_len - self.chunked.done if self.chunked else 0
+        return self._close_round(t_start, pieces, decisions, skipped, base0, tail)
+
+    def _wait_for_work(self) -> bool:
+        """Let time pass until there is a request to schedule; False when none will come."""
+        self._absorb()
+        while self.chunked is None and not self.waiting:
+            t = self._next_event_time()
+            if t == math.inf:
+                return False
+            self.now = max(self.now, t)
+            self._absorb()
+        return True
+
+    def _allocate(self, pieces: list[tuple[str, int, int]], step: int) -> OutOfMemory | None:
+        """Ask the pool for the whole batch at once (SGLang allocates a batch in one call);
+        ``step`` is the adder's last step number, the allocations' steps follow it."""
+        pool = self.pool
         base_before = pool.baseline()
         try:
             pool.alloc_batch(pieces)
         except PrefillOutOfMemory as exc:
             # The scheduler reports the batch; blame the request whose piece could not fit.
-            return self._out_of_memory(exc, self._victim(pieces), adder.step + 1, base_before)
+            return self._out_of_memory(exc, self._victim(pieces), step + 1, base_before)
         if self.ledger is not None:
-            step = adder.step
             for rid, s, e in pieces:
                 step += 1
                 self.ledger.add(
@@ -360,19 +361,22 @@ class PrefillNode:
                         rid=rid,
                         start=s,
                         end=e,
-                        allocated=cfg.pages_for(s, e),
+                        allocated=self.cfg.pages_for(s, e),
                         baseline=base_before,
                         baseline_after=pool.baseline(),
                     )
                 )
+        return None
 
-        new_tokens = sum(e - s for _, s, e in pieces)
-        self.now += self.timing.round_seconds(new_tokens)
-        for req, s, e in adder.pieces:
+    def _compute(self, pieces: list[tuple[Request, int, int]]) -> None:
+        """The forward pass: the clock moves by the round's new tokens, every piece is
+        computed, and finished requests hand their KV to the transfer."""
+        self.now += self.timing.round_seconds(sum(e - s for _, s, e in pieces))
+        for req, s, e in pieces:
             req.done = e
             req.pieces.append((self.round, s, e))
             if self.prefix_cache is not None:
-                self.prefix_cache.checkpoint(req, e, pool)
+                self.prefix_cache.checkpoint(req, e, self.pool)
             if e >= req.seq_len:
                 req.finished_round, req.finished_time = self.round, self.now
                 self._push_inflight(
@@ -383,19 +387,22 @@ class PrefillNode:
                         req.cache_keys,
                     )
                 )
-        self.chunked = adder.new_chunked
-        tail = self.chunked.seq_len - self.chunked.done if self.chunked else 0
+
+    def _close_round(
+        self,
+        t_start: float,
+        pieces: list[tuple[str, int, int]],
+        decisions: list[tuple[str, str, str, str]],
+        skipped: bool,
+        base0: int,
+        tail: int,
+    ) -> RoundRecord:
+        """Record the round with the pool as it is now, and move to the next one."""
+        pool = self.pool
         rec = RoundRecord(
-            self.round,
-            t_start,
-            pieces,
-            decisions,
-            skipped,
-            base0,
-            pool.baseline(),
-            pool.used(),
-            tail,
-        )
+            self.round, t_start, pieces, decisions, skipped, base0, pool.baseline(),
+            pool.used(), tail,
+        )  # fmt: skip
         self.rounds.append(rec)
         self.round += 1
         return rec

@@ -124,27 +124,28 @@ class PagePool:
         unevictable: int = 0,
         swa_size: int | None = None,
     ):
-        evictable = dict(evictable or {})
+        # (C-level checks and one pass over the entries: short runs build a pool a round)
+        entries: OrderedDict[str, int] = OrderedDict(evictable or ())
         # Real pools hold whole pages; hand-written examples (the postmortem's "12000
         # free") need not, and the arithmetic does not depend on it.
-        if free < 0 or any(n < 0 for n in evictable.values()):
+        if free < 0 or (entries and min(entries.values()) < 0):
             raise ValueError("free and evictable sizes must be >= 0")
         if unevictable < 0:
             raise ValueError("unevictable must be >= 0")
         if swa_size is not None and not 0 < swa_size <= size:
             raise ValueError(f"swa_size {swa_size} must be in (0, {size}]")
-        if free + sum(evictable.values()) + unevictable > size:
+        total = sum(entries.values())
+        if free + total + unevictable > size:
             raise ValueError(
-                f"free {free} + evictable {sum(evictable.values()) + unevictable} exceed the "
-                f"pool ({size})"
+                f"free {free} + evictable {total + unevictable} exceed the pool ({size})"
             )
+        if 0 in entries.values():  # an empty entry is no cache
+            entries = OrderedDict((k, n) for k, n in entries.items() if n)
         self.page_size = page_size
         self.size = size
         self.free = free
-        self._evictable: OrderedDict[str, int] = OrderedDict(
-            (k, n) for k, n in evictable.items() if n
-        )
-        self._evict_total = sum(self._evictable.values())
+        self._evictable = entries
+        self._evict_total = total
         #: cache the tree counts as evictable but eviction cannot free when the allocation
         #: comes (locked by requests in flight): in the baseline, never in free
         self._stuck = unevictable
@@ -200,7 +201,8 @@ class PagePool:
             self._evict_total -= n
             dropped += n
             self._locked[key] = [n, 1]
-            self._op("lock", key=key, tokens=n)
+            if self.record:  # tested here: the adder locks on its hot path
+                self.ops.append(PoolOp(self.round, "lock", key=key, tokens=n))
         return dropped
 
     def unlock(self, keys: tuple[str, ...]) -> None:
@@ -213,7 +215,8 @@ class PagePool:
                 del self._locked[key]
                 self._evictable[key] = entry[0]  # most recently used: evicted last
                 self._evict_total += entry[0]
-                self._op("unlock", key=key, tokens=entry[0])
+                if self.record:
+                    self.ops.append(PoolOp(self.round, "unlock", key=key, tokens=entry[0]))
 
     # -- allocation -----------------------------------------------------------
     def _evict(self, need: int) -> None:
@@ -245,7 +248,8 @@ class PagePool:
             self._evict(room - self.free)
         self.free -= n
         self.held[owner] = self.held.get(owner, 0) + n
-        self._op(op, owner=owner, start=start, end=end, tokens=n)
+        if self.record:
+            self.ops.append(PoolOp(self.round, op, owner=owner, start=start, end=end, tokens=n))
         return n
 
     def alloc_batch(self, pieces: list[tuple[str, int, int]]) -> int:

@@ -163,18 +163,36 @@ def _explain_steps(rows: pl.DataFrame, page: int | None) -> list[Step]:
 
 
 def _adder_step(r: dict, page: int | None, prev_base: int | None, truncated: dict | None):
-    rid, seq, dp, hh = r["rid"], r["seq_len"], r["device_prefix"], r["host_hit"]
+    """One adder call in words; ``truncated`` is the round's truncated request so far (its
+    tail and whether it went into the books), returned updated."""
     one_req = r["call"] == "add_one_req"
     need = r["need"] if one_req else None
     start, end = r["start"], r["end"]
     piece_len = (end - start) if start is not None and end is not None else None
-    values = {
+    words: list[str] = []
+    if prev_base is not None and r["baseline"] is not None and r["baseline"] < prev_base:
+        words.append(
+            f"locking {r['rid']}'s device prefix takes {prev_base - r['baseline']} out of the "
+            f"evictable part (baseline {prev_base} → {r['baseline']})"
+        )
+    if not one_req:
+        truncated = _resumed_words(r, piece_len, words) or truncated
+    else:
+        words.append(_memory_check_words(r, need, truncated))
+        truncated = _admission_words(r, page, piece_len, words) or truncated
+    words.append(f"budget_state {r['budget_state']}")
+    return Step(_step_values(r, need, piece_len), "; ".join(words) + "."), truncated
+
+
+def _step_values(r: dict, need: int | None, piece_len: int | None) -> dict:
+    start, end = r["start"], r["end"]
+    return {
         "step": r["step"],
         "call": r["call"],
-        "rid": rid,
-        "seq_len": seq,
-        "device_prefix": dp,
-        "host_hit": hh,
+        "rid": r["rid"],
+        "seq_len": r["seq_len"],
+        "device_prefix": r["device_prefix"],
+        "host_hit": r["host_hit"],
         "need": need,
         "baseline": r["baseline"],
         "total_offset": _fmt.arrow(r["total_offset_before"], r["total_offset_after"]),
@@ -188,83 +206,88 @@ def _adder_step(r: dict, page: int | None, prev_base: int | None, truncated: dic
         "reserved_tail": r["reserved_tail"],
         "budget_state": r["budget_state"],
     }
-    words: list[str] = []
-    if prev_base is not None and r["baseline"] is not None and r["baseline"] < prev_base:
-        words.append(
-            f"locking {rid}'s device prefix takes {prev_base - r['baseline']} out of the "
-            f"evictable part (baseline {prev_base} → {r['baseline']})"
-        )
-    rem_total, chunk = r["rem_total_tokens"], r["rem_chunk_tokens"]
-    dec = r["decision"]
-    if not one_req:
-        raw = r["unaligned_end"]
-        n = raw - start if raw is not None and start is not None else None
-        how = (
-            f"rem_total_tokens {rem_total} ≤ 0, so the forced branch allows the whole chunk budget {chunk}"
-            if r["forced"]
-            else f"allowed min(chunk {chunk}, rem_total_tokens {rem_total}) = {n}"
-        )
-        if end is not None and seq is not None and end == seq:
-            how += f"; the last piece ({piece_len}) is all that is left"
-        elif end is not None and raw is not None and raw != end:
-            how += f"; end {raw} aligned down to {end}"
-        words.append(f"{rid} resumes at {start}: {how}; computes [{start}, {end}) = {piece_len}")
-        if end is not None and seq is not None and end < seq:
-            tail = seq - end
-            words.append(f"still {tail} to go after this piece")
-            truncated = {
-                "rid": rid,
-                "tail": tail,
-                "reserved": r["reserved_tail"] or 0,
-                "tail_need": r["tail_need"],
-            }
-    else:
-        prefix = (dp or 0) + (hh or 0)
-        extend = seq - prefix if seq is not None else None
-        words.append(f"{rid} asks for {seq} ({dp} on device, {hh} on host; {extend} to compute)")
-        if need is not None and rem_total is not None:
-            ok = need < rem_total
-            check = f"memory check {need} {'<' if ok else '≥'} {rem_total} {'passes' if ok else 'fails'}"
-            if ok and truncated and not truncated["reserved"]:
-                hidden = truncated["tail_need"]
-                if hidden is not None and need >= rem_total - hidden:
-                    check += (
-                        f" only because {truncated['rid']}'s tail of {truncated['tail']} is not in "
-                        "rem_total_token_offset"
-                    )
-                else:
-                    check += f" ({truncated['rid']}'s tail of {truncated['tail']} is not in rem_total_token_offset)"
-            elif not ok and truncated and truncated["reserved"]:
-                check += f" because {truncated['rid']}'s tail is reserved ({truncated['reserved']} in rem_total_token_offset)"
-            words.append(check)
-        if dec == "full":
-            cp = chunk - r["rem_chunk_after"]  # the chunk budget it spent: its paged length
-            fit = f"{piece_len} ({'one page: ' if cp == page else ''}{cp} ≤ {chunk} left)"
-            s = f"admitted whole, computes {fit}"
-            if r["load_back"]:
-                s += f" but loads back {r['load_back']} at once (slots allocated now, no chunk budget)"
-            words.append(s)
-        elif dec == "truncated":
-            raw = r["unaligned_end"]
-            how = f"end {prefix} + {raw - prefix} = {raw}" + (
-                f" aligned down to {end}" if raw != end else ""
+
+
+def _resumed_words(r: dict, piece_len: int | None, words: list[str]) -> dict | None:
+    """``add_chunked_req``: how the resumed piece was sized; the request if a tail is left."""
+    rid, seq, start, end = r["rid"], r["seq_len"], r["start"], r["end"]
+    rem_total, chunk, raw = r["rem_total_tokens"], r["rem_chunk_tokens"], r["unaligned_end"]
+    n = raw - start if raw is not None and start is not None else None
+    how = (
+        f"rem_total_tokens {rem_total} ≤ 0, so the forced branch allows the whole chunk budget {chunk}"
+        if r["forced"]
+        else f"allowed min(chunk {chunk}, rem_total_tokens {rem_total}) = {n}"
+    )
+    if end is not None and seq is not None and end == seq:
+        how += f"; the last piece ({piece_len}) is all that is left"
+    elif end is not None and raw is not None and raw != end:
+        how += f"; end {raw} aligned down to {end}"
+    words.append(f"{rid} resumes at {start}: {how}; computes [{start}, {end}) = {piece_len}")
+    if end is None or seq is None or end >= seq:
+        return None
+    tail = seq - end
+    words.append(f"still {tail} to go after this piece")
+    return {"rid": rid, "tail": tail, "reserved": r["reserved_tail"] or 0, "tail_need": r["tail_need"]}
+
+
+def _memory_check_words(r: dict, need: int | None, truncated: dict | None) -> str:
+    """``add_one_req``: what it asks for and how the memory check went, and whether an
+    earlier truncation's tail decided it."""
+    rid, seq, dp, hh = r["rid"], r["seq_len"], r["device_prefix"], r["host_hit"]
+    extend = seq - ((dp or 0) + (hh or 0)) if seq is not None else None
+    asks = f"{rid} asks for {seq} ({dp} on device, {hh} on host; {extend} to compute)"
+    rem_total = r["rem_total_tokens"]
+    if need is None or rem_total is None:
+        return asks
+    ok = need < rem_total
+    check = f"memory check {need} {'<' if ok else '≥'} {rem_total} {'passes' if ok else 'fails'}"
+    if ok and truncated and not truncated["reserved"]:
+        hidden = truncated["tail_need"]
+        if hidden is not None and need >= rem_total - hidden:
+            check += (
+                f" only because {truncated['rid']}'s tail of {truncated['tail']} is not in "
+                "rem_total_token_offset"
             )
-            s = f"{extend} to compute > {chunk} of chunk budget: truncated, {how}; piece {piece_len}"
-            if r["load_back"]:
-                s += f"; loads back {r['load_back']}"
-            tail = seq - end
-            res = r["reserved_tail"] or 0
-            s += f"; tail [{end}, {seq}) = {tail} " + (
-                f"reserved ({res} into rem_total_token_offset)" if res else "not reserved"
-            )
-            words.append(s)
-            truncated = {"rid": rid, "tail": tail, "reserved": res, "tail_need": r["tail_need"]}
-        elif dec == "rejected":
-            extra = "no load-back" if hh else "nothing allocated"
-            reason = f" ({r['reason']})" if r.get("reason") and need is None else ""
-            words.append(f"refused with {r['budget_state']}, {extra}{reason}")
-    words.append(f"budget_state {r['budget_state']}")
-    return Step(values, "; ".join(words) + "."), truncated
+        else:
+            check += f" ({truncated['rid']}'s tail of {truncated['tail']} is not in rem_total_token_offset)"
+    elif not ok and truncated and truncated["reserved"]:
+        check += f" because {truncated['rid']}'s tail is reserved ({truncated['reserved']} in rem_total_token_offset)"
+    return f"{asks}; {check}"
+
+
+def _admission_words(
+    r: dict, page: int | None, piece_len: int | None, words: list[str]
+) -> dict | None:
+    """``add_one_req``: admitted whole, truncated or refused; the request if truncated."""
+    dec, chunk, need = r["decision"], r["rem_chunk_tokens"], r["need"]
+    if dec == "full":
+        cp = chunk - r["rem_chunk_after"]  # the chunk budget it spent: its paged length
+        fit = f"{piece_len} ({'one page: ' if cp == page else ''}{cp} ≤ {chunk} left)"
+        s = f"admitted whole, computes {fit}"
+        if r["load_back"]:
+            s += f" but loads back {r['load_back']} at once (slots allocated now, no chunk budget)"
+        words.append(s)
+    elif dec == "truncated":
+        seq, end, raw = r["seq_len"], r["end"], r["unaligned_end"]
+        prefix = (r["device_prefix"] or 0) + (r["host_hit"] or 0)
+        how = f"end {prefix} + {raw - prefix} = {raw}" + (
+            f" aligned down to {end}" if raw != end else ""
+        )
+        s = f"{seq - prefix} to compute > {chunk} of chunk budget: truncated, {how}; piece {piece_len}"
+        if r["load_back"]:
+            s += f"; loads back {r['load_back']}"
+        tail = seq - end
+        res = r["reserved_tail"] or 0
+        s += f"; tail [{end}, {seq}) = {tail} " + (
+            f"reserved ({res} into rem_total_token_offset)" if res else "not reserved"
+        )
+        words.append(s)
+        return {"rid": r["rid"], "tail": tail, "reserved": res, "tail_need": r["tail_need"]}
+    elif dec == "rejected":
+        extra = "no load-back" if r["host_hit"] else "nothing allocated"
+        reason = f" ({r['reason']})" if r.get("reason") and need is None else ""
+        words.append(f"refused with {r['budget_state']}, {extra}{reason}")
+    return None
 
 
 def _allocate_step(r: dict) -> Step:

@@ -103,7 +103,7 @@ def _scan(spec: NodeSpec, opts: ScanOptions, local: list[Path], unreadable) -> N
         mismatches=len(rr.fidelity["mismatches"]),
         contradictions=len(rb.contradictions),
         exit_code=rr.exit_code(),
-        notes=tuple(rr.summary.gaps),
+        notes=tuple(rr.summary.notes()),
     )
 
 
@@ -135,7 +135,7 @@ def _stock(spec: NodeSpec, a: StockAnalysis, unreadable) -> NodeScan:
         notes=(
             f"a {a.node.kind} node's release log (no adder lines): out-of-memory events and "
             "their pool arithmetic only; gap admissions and margins need the adder lines",
-            *a.summary.gaps,
+            *a.summary.notes(),
         ),
     )
 

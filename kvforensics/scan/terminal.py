@@ -30,6 +30,10 @@ def print_fleet(fleet: Fleet, console: Console) -> None:
     for n in fleet.nodes:
         if n.error:
             console.print(f"[red]not scanned[/]: {n.node}: {n.error}", highlight=False)
+        for note in n.as_dict()["notes"]:  # what the reader could not read, and why not
+            console.print(
+                f"note: {names[n.node]}: {note.strip()}", highlight=False, markup=False, soft_wrap=True
+            )
     tot = fleet.totals()
     console.print(
         f"{tot['scanned']} of {tot['nodes']} node(s) scanned, {tot['rounds']} rounds "

@@ -410,7 +410,9 @@ def _half_written(case: Case, code: int) -> list[str]:
     readers = {
         ".parquet": pl.read_parquet,
         ".csv": pl.read_csv,
-        ".ndjson": pl.read_ndjson,
+        # line by line: polars infers the columns from the first rows only, and a
+        # column null there but not later would read as damage
+        ".ndjson": lambda p: [json.loads(ln) for ln in p.read_text().splitlines()],
         ".json": lambda p: json.loads(p.read_text()),
         ".png": _read_png,
         ".md": lambda p: p.read_text(encoding="utf-8"),

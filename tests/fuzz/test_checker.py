@@ -2,6 +2,7 @@
 a clean run passes (a checker that misses a class would report a clean campaign)."""
 
 import gzip
+import json
 
 import pytest
 
@@ -101,3 +102,13 @@ def test_a_half_written_output(tmp_path, what):
 def test_a_run_over_its_time(case, tmp_path):
     r = run_case(case, tmp_path, limit=1e-4)
     assert r.code == -1 and r.problems == ["over 0 s"]
+
+
+def test_a_whole_ndjson_file_with_a_late_value_reads_back(tmp_path):
+    rows = [{"a": None}] * 200 + [{"a": 1}]
+    out = tmp_path / "out.ndjson"
+    out.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    case = Case(["parse", "x", "-o", str(out)], [], [out])
+    assert _check(case, tmp_path, {}, code=0) == []
+    out.write_text(out.read_text()[:-3])
+    assert any("does not read back" in f for f in _check(case, tmp_path, {}, code=0))

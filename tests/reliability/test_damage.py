@@ -2,6 +2,7 @@
 reach the user from every command that reads logs, and report.md has a section for them."""
 
 import gzip
+import json
 
 from tests.reliability._logs import SAMPLE
 from tests.reliability._run import run_cli
@@ -68,3 +69,20 @@ def test_long_values_are_shortened_in_tables(tmp_path):
     # JSON keeps the value whole
     out = run_cli("rounds", log, "--format", "json")
     assert rid in out.stdout
+
+
+def test_exec_and_scan_pass_the_notes_on(tmp_path):
+    for log, says in _damaged(tmp_path).items():
+        out = run_cli("exec", log, "--device", "cpu")
+        assert out.code == 0, (log, out.stderr)
+        assert says in out.stderr, (log, out.stderr)
+        out = run_cli("exec", log, "--device", "cpu", "--format", "json")
+        assert out.code == 0 and says in out.stderr, (log, out.stderr)
+        assert any(says in n for n in json.loads(out.stdout)["log_notes"]), out.stdout
+        node = tmp_path / f"node-{log.stem}"
+        node.mkdir()
+        (node / log.name).write_bytes(log.read_bytes())
+        for fmt in ("table", "json"):
+            out = run_cli("scan", node, "--jobs", "1", "--format", fmt)
+            assert out.code == 0, (log, out.stderr)
+            assert says in out.stdout, (log, fmt, out.stdout[-800:])
