@@ -1,5 +1,7 @@
 """Errors a user can act on. The CLI prints them as one line and exits non-zero."""
 
+from kvforensics.clip import clip
+
 
 class KvfError(Exception):
     """A problem with the user's input or environment (bad file, missing flag...).
@@ -42,4 +44,4 @@ def _where(loc: tuple) -> str:
 
 def _shown(value: object) -> str:
     text = repr(value)
-    return text if len(text) <= 40 else text[:37] + "..."
+    return clip(text, 40)

@@ -9,6 +9,7 @@ from typing import Annotated
 import polars as pl
 from pydantic import ConfigDict, Field, TypeAdapter, ValidationError, create_model
 
+from kvforensics.clip import clip
 from kvforensics.errors import InputError
 from kvforensics.model.config import MAX_TOKENS
 from kvforensics.model.ledger import NAMES, SCHEMA
@@ -115,7 +116,7 @@ def validate_ledger(df: pl.DataFrame, source: str) -> None:
             e = exc.errors(include_url=False)[0]
             row, col = e["loc"][0], e["loc"][-1]
             got = repr(e["input"])
-            got = got if len(got) <= 40 else got[:37] + "..."
+            got = clip(got, 40)
             raise InputError(
                 f"{source}: row {offset + int(row) + 1}, column {col}: {e['msg']} (got {got}); "
                 "not a ledger as simulate --ledger writes it"

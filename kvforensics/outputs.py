@@ -11,6 +11,7 @@ import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
+from kvforensics.clip import clip
 from kvforensics.errors import InputError
 
 #: bytes in one path component on the filesystems we write to
@@ -35,7 +36,7 @@ def check_output(out: Path, inputs: Iterable[Path] = (), *, directory: bool = Fa
     check_not_input(out, inputs)
     if len(out.name.encode()) > NAME_MAX - _STAGING_EXTRA:
         raise InputError(
-            f"{str(out)[:80]}...: file name longer than {NAME_MAX - _STAGING_EXTRA} bytes; "
+            f"{clip(str(out), 80)}: file name longer than {NAME_MAX - _STAGING_EXTRA} bytes; "
             "give a shorter name"
         )
     if out.is_dir() and not directory:

@@ -15,6 +15,7 @@ from kvforensics.logs import ParseSummary, load_catalogue
 from kvforensics.logs.source import check_readable
 from kvforensics.logs.writers import events_lazy, output_kind, sink_events
 from kvforensics.outputs import atomic_write, check_output
+from kvforensics.report.terminal import preview
 
 
 @app.command()
@@ -67,7 +68,7 @@ def print_summary(s: ParseSummary, out: Path) -> None:
     if s.unmatched_samples:
         console.print("unmatched lines (first few):")
         for path, line, text in s.unmatched_samples:
-            console.print(f"  {escape(path)}:{line}: {escape(text[:160])}")
+            console.print(f"  {escape(path)}:{line}: {escape(preview(text, 160))}")
     for path, line, why in s.unreadable_samples:
         console.print(f"  unreadable: {escape(path)}:{line}: {escape(why)}")
     if s.decode_node:

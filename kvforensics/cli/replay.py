@@ -99,6 +99,11 @@ def _print_replay(rr, d: dict, wl) -> None:
         console.print(
             f"[bold]Logged out of memory[/]: round {o['round']}, {o['rid']}, "
             f"Try to allocate {o['tokens']} tokens, {o['available']} available"
+            + "".join(
+                f" ({pool} pool: {o[f'{pool}_available']} available)"
+                for pool in ("swa", "mamba")
+                if o.get(f"{pool}_available") is not None
+            )
         )
     else:
         console.print("[bold]No out of memory in these logs.[/]")

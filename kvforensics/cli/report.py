@@ -24,11 +24,18 @@ from kvforensics.cli._inputs import (
 )
 from kvforensics.errors import InputError
 from kvforensics.outputs import check_output
+from kvforensics.replay import EXIT_MISMATCH, EXIT_NOT_REPRODUCED
 from kvforensics.report import manifest
 from kvforensics.report.figures import HISTORY_ROUNDS
 from kvforensics.report.inputs import are_logs, replay_inputs, run_scenario
 from kvforensics.report.report import write_report
 from kvforensics.report.story import history, log_report
+
+#: why a report on logs exits non-zero (the codes replay uses)
+EXIT_WHY = {
+    EXIT_MISMATCH: "a logged number differs from the model's, or the evidence contradicts itself",
+    EXIT_NOT_REPRODUCED: "the logged out-of-memory is not reproduced under prefix",
+}
 
 
 @app.command()
@@ -59,7 +66,12 @@ def report(
     until: Until = None,
     profile: ProfileName = None,
 ) -> None:
-    """Write report.md, figures, ledgers and events (Parquet and CSV) for a replay or a scenario."""
+    """Write report.md, figures, ledgers and events (Parquet and CSV) for a replay or a scenario.
+
+    On logs it exits as replay does, once the files are written: 0 the model agrees with
+    the log, 3 a logged number differs from the model's or the evidence contradicts
+    itself, 4 the logged out-of-memory is not reproduced under prefix (2: bad input).
+    """
     names = split_policies(policy)
     check_output(out, inputs, directory=True)
     manifest.claim(out, [], force)  # a non-empty OUT is refused before any work
@@ -97,3 +109,8 @@ def report(
         )
     for p in paths:
         console.print(str(p), highlight=False)
+    if are_logs(inputs):
+        code = rr.exit_code()
+        if code in EXIT_WHY:
+            typer.echo(f"exit {code}: {EXIT_WHY[code]} (see report.md)", err=True)
+        raise typer.Exit(code)

@@ -12,12 +12,15 @@ from functools import lru_cache
 
 import polars as pl
 
+from kvforensics.clip import clip
 from kvforensics.logs.catalogue import Catalogue, FieldSpec, Format
 from kvforensics.logs.sanity import SATURATED, split_unreadable
 
 # An OOM tree dump can run to megabytes; the event keeps its head, the rest is counted.
 MAX_ATTACHED_CHARS = 1 << 20
 UNMATCHED_SAMPLES = 5
+#: characters of an unmatched line kept as its sample (cut at a word)
+SAMPLE_CHARS = 300
 _NUMBER = r"^\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)"
 _JSON_NUMBER = r"^-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][-+]?\d+)?$"
 
@@ -581,7 +584,7 @@ def extract_chunk(
     rest = df.filter(~consumed & ~blank)
     stats.unmatched = rest.height
     stats.unmatched_samples = [
-        (first_line + i, t[:300]) for i, t in rest.head(UNMATCHED_SAMPLES).iter_rows()
+        (first_line + i, clip(t, SAMPLE_CHARS)) for i, t in rest.head(UNMATCHED_SAMPLES).iter_rows()
     ]
 
     schema = cat.schema()

@@ -82,7 +82,11 @@ class ReplayResult:
         o = self.rebuild.oom
         if not o:
             return None
-        return {"round": o.round, "rid": o.rid, "tokens": o.tokens, "available": o.available}
+        out = {"round": o.round, "rid": o.rid, "tokens": o.tokens, "available": o.available}
+        # a second pool's line, where the message prints one (SWA, mamba)
+        extra = {"swa_available": o.swa_available, "mamba_available": o.mamba_available}
+        out.update({k: v for k, v in extra.items() if v is not None})
+        return out
 
     def exit_code(self) -> int:
         if self.observed_oom and self.reproduced is False:

@@ -189,27 +189,32 @@ def _pool_panel(ax, names, res: RunResult, lo: float, focus, history) -> None:
 
 def waterfall_steps(df: pl.DataFrame) -> tuple[int, list[tuple[str, str, int]], int, int]:
     """(start baseline, [(label, kind, delta)], rem_total_tokens at the end, unreserved
-    tail) for one round of one ledger. Kinds: lock, load-back, charge, reserve, refused,
-    and check (not a charge: the memory need a later request was weighed against)."""
+    tail) for one round of one ledger, read off the adder's records (``model.ledger.Step``):
+    nothing here re-derives a rule. Kinds: lock, load-back, charge, reserve, refused, and
+    check / check-fails (not a charge: the memory need a later request was weighed
+    against, and whether the adder let it pass)."""
     rows = [r for r in df.sort("step").iter_rows(named=True) if r["call"] in ADDER_CALLS]
     if not rows:
         return 0, [], 0, 0
-    start = rows[0]["baseline"]
-    prev = start
+    start = prev = rows[0]["baseline"]
     bars: list[tuple[str, str, int]] = []
     tail = 0
     after_truncation = False
     for r in rows:
         rid = r["rid"]
-        if after_truncation and r["call"] == "add_one_req" and r["need"] is not None:
-            # a request entering after a truncation: show what its memory check weighed
-            need = r["need"]
-            ok = need < r["rem_total_tokens"]
-            bars.append((f"{rid}\nneeds {need:,}: {'passes' if ok else 'fails'}", "check", need))
-        if r["baseline"] < prev:
+        if r["baseline"] < prev:  # the adder locks a prefix before it checks
             bars.append((f"{rid}\nlock prefix", "lock", r["baseline"] - prev))
-        if r["load_back"]:
-            bars.append((f"{rid}\nload-back", "load-back", -r["load_back"]))
+        if after_truncation and r["call"] == "add_one_req" and r["need"] is not None:
+            # a request entering after a truncation: what its memory check weighed, against
+            # the rem_total_tokens it saw, and the adder's answer
+            failed = r["decision"] == "rejected" and r["budget_state"] == "NO_TOKEN"
+            kind = "check-fails" if failed else "check"
+            bars.append(
+                (f"{rid}\nneeds {r['need']:,}: {'fails' if failed else 'passes'}", kind,
+                 r["need"], r["rem_total_tokens"])
+            )  # fmt: skip
+        if r["load_back"]:  # the slots it took, page-exact: the baseline's fall
+            bars.append((f"{rid}\nload-back", "load-back", r["baseline_after"] - r["baseline"]))
         charge = r["total_offset_after"] - r["total_offset_before"]
         reserved = r["reserved_tail"] or 0
         if charge - reserved:
@@ -218,12 +223,12 @@ def waterfall_steps(df: pl.DataFrame) -> tuple[int, list[tuple[str, str, int]], 
             bars.append((f"{rid}\ntail reserved", "reserve", -reserved))
         if r["decision"] == "rejected":
             bars.append((f"{rid}\nrefused ({r['budget_state']})", "refused", 0))
-        if r["decision"] in ("truncated", "resumed") and r["end"] < r["seq_len"]:
-            tail = 0 if reserved else r["seq_len"] - r["end"]
+        if r["tail_need"] is not None:  # a piece that left a tail for later rounds
+            tail = 0 if reserved else r["tail_need"]
             after_truncation = True
         prev = r["baseline_after"]
-    last = rows[-1]
-    end = last["baseline_after"] - last["total_offset_after"]
+    # the level the drawn steps reach (a check does not move it)
+    end = start + sum(b[2] for b in bars if not b[1].startswith("check"))
     return start, bars, end, tail
 
 
@@ -234,6 +239,7 @@ KIND_COLORS = {
     "reserve": "#55a868",
     "refused": "#999999",
     "check": "none",
+    "check-fails": "none",
 }
 
 
@@ -260,7 +266,10 @@ def plot_waterfall(
         ax.set_ylim(lo - 0.06 * (hi - lo), hi)  # room for the labels under the lowest bars
         title = f"{p}: ends with rem_total_tokens {end:,}"
         if tail:
-            title += f"; {end - tail:,} once the unreserved tail of {tail:,} is counted"
+            title += (
+                f"; {end - tail:,} once the {tail:,} its unreserved tail needs (pages and first "
+                "token) are counted"
+            )
         ax.set_title(
             title, fontsize=12, loc="left", color=COLORS["oom"] if end - tail < 0 else "black"
         )
@@ -314,7 +323,7 @@ def _letters(data) -> dict[str, str]:
     if all(len(r) <= 3 for r in rids):  # already short: keep the names
         return {r: r for r in rids}
     for _, bars, _, _ in data:
-        for label, _, _ in bars:
+        for label, *_ in bars:
             rid = label.split("\n", 1)[0]
             if rid not in out:
                 n = len(out)
@@ -324,10 +333,10 @@ def _letters(data) -> dict[str, str]:
 
 def _short(bars, letters: dict[str, str]):
     out = []
-    for label, kind, delta in bars:
+    for label, kind, *rest in bars:
         rid, _, what = label.partition("\n")
         what = what.replace(": ", "\n", 1).replace(" (", "\n(", 1)
-        out.append((f"{letters.get(rid, rid)} {what}", kind, delta))
+        out.append((f"{letters.get(rid, rid)} {what}", kind, *rest))
     return out
 
 
@@ -335,15 +344,15 @@ def _levels(start: int, bars, end: int, tail: int) -> list[tuple[str, str, float
     """(label, kind, bottom, top) of every bar, in order, from the books."""
     out = [("baseline\nfree+evictable", "baseline", 0, start)]
     level = start
-    for label, kind, delta in bars:
-        if kind == "check":  # what a later request weighed; the level does not move
-            out.append((label, "check", level - delta, level))
+    for label, kind, delta, *at in bars:
+        if kind.startswith("check"):  # what a later request weighed; the level does not move
+            out.append((label, kind, at[0] - delta, at[0]))
             continue
         out.append((label, kind, level + delta, level))
         level += delta
     out.append(("rem_total_tokens\nat the end", "end", 0, end))
     if tail:
-        out.append((f"unreserved\ntail {tail:,}", "tail", end - tail, end))
+        out.append((f"unreserved\ntail needs {tail:,}", "tail", end - tail, end))
     return out
 
 
@@ -351,7 +360,8 @@ def _zoom_from(steps) -> int:
     """The first step after the last large drop before the end: where a small scale
     starts to show what the large one hides."""
     first = next(
-        (i for i, s in enumerate(steps) if "tail reserved" in s[0] or s[1] == "check"), None
+        (i for i, s in enumerate(steps) if "tail reserved" in s[0] or s[1].startswith("check")),
+        None,
     )
     if first is None:
         first = max(1, len(steps) - 4)
@@ -364,8 +374,8 @@ def _draw_steps(ax, steps, *, offset: int = 0, quiet_from: int | None = None) ->
         x = offset + i
         say = quiet_from is None or i < quiet_from
         c, text, va, weight = "black", f"{bottom - top:+,.0f}", "bottom", "normal"
-        if kind == "check":
-            ok = bottom > 0
+        if kind.startswith("check"):
+            ok = kind == "check"  # the adder's answer, from its record
             c = COLORS["ok"] if ok else COLORS["oom"]
             ax.bar(x, top - bottom, bottom=bottom, facecolor="none", edgecolor=c, ls="--", lw=1.8)
             text, va, weight = f"{bottom:+,.0f}\n{'passes' if ok else 'fails'}", "top", "bold"

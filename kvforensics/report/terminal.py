@@ -17,6 +17,8 @@ from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
+from kvforensics.clip import clip, safe_cut
+
 #: below this many columns tables switch to key/value blocks
 NARROW_BELOW = 100
 
@@ -91,15 +93,21 @@ MAX_WORD = 72
 _LONG_WORD = re.compile(rf"\S{{{MAX_WORD + 1},}}")
 
 
+def _middle_cut(word: str) -> str:
+    """A long word's head and tail, the cuts outside any number in it."""
+    head = safe_cut(word, 30)
+    tail = safe_cut(word, len(word) - 16, forward=True)
+    if head == 0 or tail >= len(word) or tail <= head:
+        return word  # one long number, or numbers all through: shown whole
+    return f"{word[:head]}…({tail - head} more)…{word[tail:]}"
+
+
 def shorten_words(text: str) -> str:
-    """``text`` with every word over ``MAX_WORD`` characters cut in its middle (numbers
-    are never that long, so none is cut)."""
+    """``text`` with every word over ``MAX_WORD`` characters cut in its middle, never
+    inside a number."""
     if len(text) <= MAX_WORD:
         return text
-    return _LONG_WORD.sub(
-        lambda m: f"{m[0][:30]}…({len(m[0]) - 46} more)…{m[0][-16:]}",
-        text,
-    )
+    return _LONG_WORD.sub(lambda m: _middle_cut(m[0]), text)
 
 
 def _cell(v: object) -> str:
@@ -120,12 +128,9 @@ def paragraph(text: str, width: int, indent: int = 2, hang: int = 4) -> str:
 
 
 def preview(text: str, limit: int) -> str:
-    """At most about ``limit`` characters of a log line, cut at a space (with "…")."""
-    text = shorten_words(str(text))
-    if len(text) <= limit:
-        return text
-    cut = text.rfind(" ", 0, limit + 1)
-    return text if cut <= 0 else text[:cut].rstrip() + " …"
+    """At most about ``limit`` characters of a log line, cut at a space (with "…"), never
+    inside a number."""
+    return clip(shorten_words(str(text)), limit)
 
 
 @dataclass

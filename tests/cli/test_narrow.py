@@ -58,3 +58,32 @@ def test_previews_cut_at_a_word_never_inside_a_number():
             assert full.startswith(kept) and full[len(kept)] == " ", (kept, full)
         else:
             assert shown == full
+
+
+def _numbers_whole(shown: str, full: str) -> None:
+    """``shown`` is ``full`` or a marked cut of it that ends outside a number."""
+    if shown == full:
+        return
+    kept = re.sub(r"( …|…\(\d+ more characters\))$", "", shown)
+    assert kept != shown, f"a cut without a mark: {shown!r}"
+    assert full.startswith(kept), (kept, full)
+    nxt = full[len(kept)]
+    assert not (kept[-1:].isdigit() and (nxt.isdigit() or nxt == ".")), (kept, full)
+
+
+@pytest.mark.parametrize("columns", [80, 200])
+def test_parse_previews_never_cut_a_number(tmp_path, columns):
+    # numbers at and around the old fixed 160-character cut
+    head = "[2026-12-01 08:00:00 PP0] Memory pool end. "
+    fill = " ".join(f"k{i}={10**6 + i * 1111}.{i:02d}" for i in range(40))
+    pad = " ".join(["padding"] * ((150 - len(head)) // 8))
+    lines = [head + fill, f"{head}{pad} avail mem=139.21 GB, tokens=1234567 free=98765.4321"]
+    log = tmp_path / "odd.log"
+    log.write_text("\n".join(lines) + "\n")
+    r = cli("parse", log, "-o", tmp_path / "events.parquet", columns=columns)
+    assert r.returncode == 0, r.stderr
+    out = " ".join(r.stdout.split())
+    shown = re.findall(r"odd\.log:(\d+): (.*?)(?= \S+odd\.log:\d+:|$)", out)
+    assert [int(n) for n, _ in shown] == [1, 2]
+    for no, text in shown:
+        _numbers_whole(text, " ".join(lines[int(no) - 1].split()))

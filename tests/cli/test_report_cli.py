@@ -172,3 +172,20 @@ def test_report_without_an_out_of_memory(tmp_path):
     md = (out / "report.md").read_text()
     assert md.startswith("# Replay of PP0 (pp0.log): no out of memory")
     assert "True" not in md and "None" not in md
+
+
+@pytest.mark.parametrize("seconds", ["0", "4"])
+def test_report_exits_as_replay_does(tmp_path, seconds):
+    # 0 s transfers leave memory the log says was not there: the crash is not reproduced
+    flags = ("--transfer-seconds", seconds, "--policy", "prefix,fixed")
+    replay = cli("replay", *LOGS, *flags)
+    r = cli("report", *LOGS, "-o", tmp_path / "r", *flags)
+    assert r.returncode == replay.returncode == (4 if seconds == "0" else 0), r.stderr
+    assert (tmp_path / "r" / "report.md").exists()  # written before the exit
+    assert ("not reproduced under prefix" in r.stderr) == (seconds == "0")
+    assert "not reproduced" in (tmp_path / "r" / "report.md").read_text() or seconds != "0"
+
+
+def test_report_help_says_how_it_exits():
+    out = " ".join(cli("report", "--help", columns=200).stdout.split())
+    assert "4 the logged out-of-memory is not reproduced" in out

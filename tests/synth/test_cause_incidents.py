@@ -163,6 +163,7 @@ def test_hybrid_pool_binds_on_the_swa_line_and_every_policy_runs_out(hybrid):
     assert f"Available swa tokens: {swa_total} " in cap.oom.message
     assert swa_total < cap.oom.tokens
     assert rr.observed_oom["round"] == cap.oom.round and rr.reproduced is True
+    assert rr.observed_oom["swa_available"] == swa_total  # the headline shows the SWA line
     cause = rr.cause("hybrid_pool")
     assert cause.held is True and cause.figures["pool"] == "swa"
     assert (cause.figures["requested"], cause.figures["free"]) == (cap.oom.tokens, swa_total)
