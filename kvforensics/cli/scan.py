@@ -75,9 +75,8 @@ def scan(
         transfer_seconds=transfer_seconds,
         rank=rank,
         formats=tuple(str(f) for f in formats or ()),
-        since=since,
-        until=until,
-    )
+        since=since, until=until,
+    )  # fmt: skip
     given.narrow()  # a bad value is a one-line error before any node is read
     check_outputs(output, report, paths)
     with progress_bar() as bar:
