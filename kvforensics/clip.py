@@ -11,6 +11,9 @@ from __future__ import annotations
 #: characters a number (or a time, a date) is written with; a cut never falls between
 #: two of them
 _NUMBER = frozenset("0123456789.:-")
+#: a number longer than this is cut anyway, and the mark says so: shown whole, a damaged
+#: log's 65,536-digit "number" would flood the terminal (and stall rich's highlighter)
+LONGEST_NUMBER = 64
 
 
 def safe_cut(text: str, i: int, *, forward: bool = False) -> int:
@@ -34,8 +37,11 @@ def clip(text: str, limit: int) -> str:
     if cut >= limit // 2 and text[:cut].strip():
         return text[:cut].rstrip() + " …"
     cut = safe_cut(text, limit)
-    if cut == 0:  # one number longer than the limit: shown whole
+    if cut == 0:  # one number longer than the limit: shown whole unless it is huge
         cut = safe_cut(text, limit, forward=True)
+        if cut > max(limit, LONGEST_NUMBER):
+            return f"{text[:limit]}…(cut inside a number of {cut} characters; " \
+                f"{len(text) - limit} more characters)"
         if cut >= len(text):
             return text
     return f"{text[:cut]}…({len(text) - cut} more characters)"

@@ -5,7 +5,7 @@ import re
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kvforensics.clip import clip
+from kvforensics.clip import LONGEST_NUMBER, clip
 from kvforensics.report.terminal import shorten_words
 
 _word = st.one_of(
@@ -31,6 +31,14 @@ def test_clip_never_cuts_a_number(words, sep, limit):
         return
     if got.endswith(" …"):
         kept = got[:-2]
+    elif "…(cut inside a number of " in got:
+        # only a number too long to show is cut, and the mark gives its length
+        kept, mark = got.split("…(cut inside a number of ", 1)
+        n = int(mark.split(" ", 1)[0])
+        assert n > max(limit, LONGEST_NUMBER) and len(kept) == limit
+        assert set(text[:n]) <= set("0123456789.:-")
+        assert mark.endswith(f"; {len(text) - limit} more characters)")
+        return
     else:
         kept, mark = got.split("…(", 1)
         assert mark == f"{len(text) - len(kept)} more characters)"
@@ -49,3 +57,12 @@ def test_long_words_keep_their_numbers(nums):
     assert word.startswith(head) and word.endswith(tail)
     assert not (head[-1].isdigit() and word[len(head)].isdigit())
     assert not (tail[0].isdigit() and word[-len(tail) - 1].isdigit())
+
+
+def test_a_huge_number_is_cut_and_says_so():
+    text = "9" * 65536
+    got = clip(text, 160)
+    mark = f"…(cut inside a number of 65536 characters; {65536 - 160} more characters)"
+    assert got == "9" * 160 + mark
+    assert clip("2" * 50, 12) == "2" * 50  # a number of a readable length: whole
+    assert clip("avail mem=" + "2" * 40, 12) == "avail mem=…(40 more characters)"

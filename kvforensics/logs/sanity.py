@@ -72,6 +72,17 @@ def _reasons(cols: set[str], floats: list[str], ints: list[str]) -> list[pl.Expr
             pl.col(b) < pl.col(a),
             pl.format("the piece [{}, {}) ends before it starts", pl.col(a), pl.col(b)),
         )
+    if {"seq_len", "prefix_len"} <= cols:
+        # SGLang caps the match at seq_len - 1: at least one token is always computed
+        hit = pl.col("prefix_len") + (
+            pl.col("host_hit_len").fill_null(0) if "host_hit_len" in cols else pl.lit(0)
+        )
+        rule(
+            hit >= pl.col("seq_len"),
+            pl.format(
+                "prefix and host hit ({}) leave nothing of seq_len={}", hit, pl.col("seq_len")
+            ),
+        )
     for c in floats:
         rule(~pl.col(c).is_finite(), pl.format("{} is not a finite number", value(c)))
     return out

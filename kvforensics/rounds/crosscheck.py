@@ -298,10 +298,11 @@ def _check_batches(rb: Rebuild, keys: RoundKeys, rank: str, lines: list[dict]) -
         batch = {
             "rank": rank,
             "new_token": b["new_token"],
-            "new_seq": b["new_seq"],
+            "new_seq": b.get("new_seq"),
             "inflight_req": b.get("inflight_req"),
             "queue_req": b.get("queue_req"),
-            "cached_token": b["cached_token"],
+            # NOTE: a line of another batch format may lack these; absent, not an error
+            "cached_token": b.get("cached_token"),
             "where": where(b),
         }
         if key.round is not None:
