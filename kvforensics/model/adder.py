@@ -55,7 +55,9 @@ class PrefillAdder:
         self.early_checks = profile.input_check_before_lock
         self.input_check = profile.input_tokens_check
         #: the ledger's list, appended to directly on the hot path
-        self.ledger_rows = ledger.rows if ledger is not None else None
+        # NOTE: only for a plain Ledger: a subclass that overrides add() must see every step
+        plain = ledger is not None and type(ledger).add is Ledger.add
+        self.ledger_rows = ledger.rows if plain else None
         #: (request, start, end) in admission order
         self.pieces: list[tuple[Request, int, int]] = []
         #: the request left half-done by this round (at most one per batch)
@@ -317,4 +319,6 @@ class PrefillAdder:
         self.steps.append(step)
         if self.ledger_rows is not None:
             self.ledger_rows.append(step)
+        elif self.ledger is not None:
+            self.ledger.add(step)
         return step
