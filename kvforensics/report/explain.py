@@ -112,7 +112,9 @@ def explain_round(results: Mapping[str, RunResult | pl.DataFrame], round_no: int
     frames = {p: ledger_of(x) for p, x in results.items()}
     # membership in Python: a round number beyond 64 bits is simply absent
     if not any(round_no in set(f["round"].unique().to_list()) for f in frames.values()):
-        present = sorted({n for f in frames.values() for n in f["round"].unique().to_list()})
+        # a damaged ledger may hold null rounds: they are no round to name
+        rounds = {n for f in frames.values() for n in f["round"].unique().to_list()}
+        present = sorted(n for n in rounds if n is not None)
         span = f"{present[0]}..{present[-1]}" if present else "none"
         raise InputError(f"round {round_no} is not in the ledgers (rounds present: {span})")
     pages = {

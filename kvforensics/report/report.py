@@ -166,9 +166,8 @@ def write_report(
     focus = focus_round if focus_round is not None else pick_focus(results)
     all_rounds = {s.round for r in results.values() for s in round_summaries(ledger_of(r))}
     if focus is not None and focus not in all_rounds:
-        raise InputError(
-            f"round {focus} is not in the results (rounds {min(all_rounds)}..{max(all_rounds)})"
-        )
+        span = f"rounds {min(all_rounds)}..{max(all_rounds)}" if all_rounds else "no rounds"
+        raise InputError(f"round {focus} is not in the results ({span})")
     paths = _paths(out, focus, events is not None)
     for p in paths.values():
         check_not_input(p, inputs)

@@ -292,12 +292,12 @@ def _check_batches(rb: Rebuild, keys: RoundKeys, rank: str, lines: list[dict]) -
             keys.add(r, keep=True)
 
     def same(rnd: Key, b: dict) -> bool:
-        return b["new_token"] == rnd.new_tokens and _near(rnd, b)
+        return b.get("new_token") == rnd.new_tokens and _near(rnd, b)
 
     for key, b in _pairs(rb, rank, "batch line", keys.forwarded(), lines, same):
         batch = {
             "rank": rank,
-            "new_token": b["new_token"],
+            "new_token": b.get("new_token"),
             "new_seq": b.get("new_seq"),
             "inflight_req": b.get("inflight_req"),
             "queue_req": b.get("queue_req"),
@@ -311,10 +311,10 @@ def _check_batches(rb: Rebuild, keys: RoundKeys, rank: str, lines: list[dict]) -
         _settle(
             rb,
             key,
-            b["new_token"] == total,
+            b.get("new_token") == total,
             "#new-token",
-            f"{where(b)} says #new-token: {b['new_token']}, the rebuilt pieces sum to {total}",
-            f"{rank} batch line {where(b)}: #new-token: {b['new_token']}",
+            f"{where(b)} says #new-token: {b.get('new_token')}, the rebuilt pieces sum to {total}",
+            f"{rank} batch line {where(b)}: #new-token: {b.get('new_token')}",
         )
     return added
 

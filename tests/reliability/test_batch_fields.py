@@ -20,3 +20,12 @@ def test_batch_lines_without_cached_token(tmp_path):
     got, want = json.loads(out.stdout), json.loads(whole.stdout)
     assert got["fidelity"]["rounds_checked"] == want["fidelity"]["rounds_checked"] > 0
     assert {k: got[k] for k in want if k != "log"} == {k: want[k] for k in want if k != "log"}
+
+
+def test_batch_lines_without_new_token(tmp_path):
+    pp3 = (INC / "pp3.log").read_text()
+    damaged = pp3.replace("#new-token", "#new-tok\ufffdn", 3)
+    (tmp_path / "pp3.log").write_text(damaged)
+    out = run_cli("replay", INC / "pp0.log", tmp_path / "pp3.log", "--format", "json")
+    assert out.code in (0, 3), out.stderr  # a line that says less is a finding at most
+    assert json.loads(out.stdout)["fidelity"]["rounds_checked"] > 0
