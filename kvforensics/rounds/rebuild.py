@@ -20,7 +20,7 @@ import polars as pl
 from kvforensics.model import Config, sizing
 from kvforensics.rounds.batch_index import BatchSizes
 from kvforensics.rounds.drop import Drop
-from kvforensics.rounds.provenance import DERIVED, INFERRED, OBSERVED, Prov, where
+from kvforensics.rounds.provenance import DERIVED, INFERRED, OBSERVED, Prov
 from kvforensics.rounds.ranks import deciding_rank
 from kvforensics.rounds.records import Contradiction, Decision, LoggedOom, Piece, Round
 from kvforensics.rounds.segment import KINDS, Segmenter, rows_of
@@ -356,17 +356,17 @@ class Rebuilder:
         self._late: list[Contradiction] = []  # impossible baselines: told after the rest
 
     # -- what the stream sees -------------------------------------------------
-    def stream(self, rows: Iterable[dict]) -> Iterator[Round]:
+    def stream(self, rows: Iterable[tuple]) -> Iterator[Round]:
         """Rebuilt rounds as the deciding rank's events come (in line order)."""
         for ev in rows:
             yield from self.feed(ev)
         yield from self.finish()
 
-    def feed(self, ev: dict) -> list[Round]:
+    def feed(self, ev: tuple) -> list[Round]:
         """One event; the rounds it completed (usually none, at most a few)."""
         raw = self.segmenter.feed(ev)
         if self.block is None and self.segmenter.first_write is not None:
-            self.block = self.segmenter.first_write["block_size"]
+            self.block = self.segmenter.first_write.block_size
         return self.place(raw) if raw is not None else []
 
     def finish(self) -> list[Round]:
@@ -387,7 +387,7 @@ class Rebuilder:
     def config(self) -> dict[str, Prov]:
         """What the events said about the configuration (the AttentionStore block size)."""
         w = self.segmenter.first_write
-        return {"as_block_size": Prov(self.block, OBSERVED, [where(w)])} if w else {}
+        return {"as_block_size": Prov(self.block, OBSERVED, [w.where])} if w else {}
 
     def collected(self, rounds: list[Round], config: dict[str, Prov], rank: str) -> Rebuild:
         """``rounds`` (all this rebuilder gave) as one ``Rebuild``."""
@@ -654,7 +654,7 @@ class Rebuilder:
         return (pinned, True) if pinned is not None else (start, False)
 
 
-def deciding_rows(frame: pl.DataFrame, rank: str) -> Iterator[dict]:
+def deciding_rows(frame: pl.DataFrame, rank: str) -> Iterator[tuple]:
     """The rebuild's events of ``rank`` in one event frame, as rows in line order."""
     ev = frame.filter(pl.col("kind").is_in(KINDS) & (pl.col("rank") == rank))
     return rows_of(ev.sort(["file", "line"]))
