@@ -311,12 +311,14 @@ def _note_arrivals(shown: list[Shown], start: Round, per_round: float, notes: li
         return
     first, last = shown[0].round, shown[-1].round
     where = f"round {first}" if first == last else f"rounds {first}..{last}"
+    many = len(shown) > 1
     notes.append(
-        f"{len(shown)} request{'s' * (len(shown) > 1)} first shown after round {start.index} "
-        f"({where}) replayed as arrivals under every policy, each half a round before the round that "
-        f"first shows it (the node's clock: a round lasts {per_round:.2f} s from round "
-        f"{start.index}), with the lengths of its first check (observed); one that waited "
-        "unseen behind a refusal is taken to arrive then too (assumed)"
+        f"{len(shown)} request{'s' * many} first shown after round {start.index} ({where}) "
+        f"replayed as {'arrivals' if many else 'an arrival'} under every policy, "
+        f"{'each ' * many}half a round before the round that first shows it (the node's "
+        f"clock: a round lasts {per_round:.2f} s from round {start.index}), with the lengths "
+        "of its first check (observed); one that waited unseen behind a refusal is taken to "
+        "arrive then too (assumed)"
     )
 
 
