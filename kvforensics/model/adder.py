@@ -7,19 +7,15 @@ allocator is asked for afterwards.
 
 from __future__ import annotations
 
-from functools import partial
-
 from kvforensics.model import sizing
 from kvforensics.model.budget import AddResult, Budget
 from kvforensics.model.config import Config
-from kvforensics.model.ledger import Ledger, Step
+from kvforensics.model.ledger import Ledger, Step, from_values
 from kvforensics.model.policies import Policy
 from kvforensics.model.pool import PagePool
 from kvforensics.model.profiles import FORK, Profile
 from kvforensics.model.request import Request
 
-#: a record from its values in field order (the hot path: no keyword matching)
-_new = partial(tuple.__new__, Step)
 ceil_page = sizing.ceil_page
 memory_need = sizing.memory_need
 CONTINUE, NO_TOKEN, OTHER = AddResult.CONTINUE, AddResult.NO_TOKEN, AddResult.OTHER
@@ -70,12 +66,6 @@ class PrefillAdder:
     def budget_state(self) -> AddResult:
         return self.budget.state(self.pool.baseline())
 
-    def _record(self, step: Step) -> Step:
-        self.steps.append(step)
-        if self.ledger is not None:
-            self.ledger.add(step)
-        return step
-
     # -- the chunked request of the previous round ----------------------------
     def add_chunked_req(self, req: Request) -> Step:
         """Resume a half-done request. Never refuses: dropping it would leak its KV.
@@ -99,63 +89,85 @@ class PrefillAdder:
             self.new_chunked = req
         self.pieces.append((req, start, size.end))
         return self._chunked_record(
-            req, base, t0, c0, chunk0, input0,
-            decision="resumed",
-            start=start,
-            end=size.end,
-            reserved_tail=reserved,
-            forced=size.forced,
-            unaligned_end=size.unaligned_end,
-            tail_need=tail_need if size.truncated else None,
-        )
+            req, base, t0, c0, chunk0, input0, "resumed", start, size.end, reserved,
+            size.forced, None, size.unaligned_end, tail_need if size.truncated else None,
+        )  # fmt: skip
 
     def _park(self, req: Request, base: int, t0: int, c0: int, chunk0: int, input0: int) -> Step:
         """No piece this round: the request stays chunked, nothing is charged, and the
         budget (memory gone) keeps the waiting queue out too."""
         self.new_chunked = req
         return self._chunked_record(
-            req, base, t0, c0, chunk0, input0,
-            decision="parked",
-            start=req.done,
-            end=req.done,
-            reserved_tail=0,
-            forced=False,
-            reason=f"rem_total_tokens {base - t0} <= 0: parked",
-        )
+            req, base, t0, c0, chunk0, input0, "parked", req.done, req.done, 0, False,
+            f"rem_total_tokens {base - t0} <= 0: parked", None, None,
+        )  # fmt: skip
 
     def _chunked_record(
-        self, req: Request, base: int, t0: int, c0: int, chunk0: int, input0: int, **what
+        self,
+        req: Request,
+        base: int,
+        t0: int,
+        c0: int,
+        chunk0: int,
+        input0: int,
+        decision: str,
+        start: int,
+        end: int,
+        reserved: int,
+        forced: bool,
+        reason: str | None,
+        unaligned_end: int | None,
+        tail_need: int | None,
     ) -> Step:
-        """The record of one `add_chunked_req` call: the budgets before (given) and after
-        (read now), and what the call did (``what``: decision, piece, reservation)."""
+        """The record of one ``add_chunked_req`` call: the budgets before (given) and after
+        (read now), and what the call did (decision, piece, reservation)."""
         b = self.budget
         self.step += 1
-        return self._record(
-            Step(
-                round=self.round,
-                step=self.step,
-                call="add_chunked_req",
-                rid=req.rid,
-                seq_len=req.seq_len,
-                device_prefix=req.device_prefix,
-                host_hit=req.host_hit,
-                baseline=base,
-                baseline_after=base,
-                total_offset_before=t0,
-                total_offset_after=b.total_offset,
-                cur_offset_before=c0,
-                cur_offset_after=b.cur_offset,
-                rem_total_tokens=base - t0,
-                cur_rem_tokens=base - c0,
-                rem_chunk_tokens=chunk0,
-                rem_chunk_after=b.rem_chunk,
-                load_back=0,
-                budget_state=b.state(base).value,
-                rem_input_tokens=input0,
-                rem_input_after=b.rem_input,
-                **what,
+        return self._emit(
+            (
+                self.round,  # round
+                self.step,  # step
+                "add_chunked_req",  # call
+                req.rid,  # rid
+                req.seq_len,  # seq_len
+                req.device_prefix,  # device_prefix
+                req.host_hit,  # host_hit
+                base,  # baseline
+                base,  # baseline_after
+                t0,  # total_offset_before
+                b.total_offset,  # total_offset_after
+                c0,  # cur_offset_before
+                b.cur_offset,  # cur_offset_after
+                base - t0,  # rem_total_tokens
+                base - c0,  # cur_rem_tokens
+                chunk0,  # rem_chunk_tokens
+                b.rem_chunk,  # rem_chunk_after
+                decision,  # decision
+                start,  # start
+                end,  # end
+                0,  # load_back
+                None,  # allocated
+                _NAME[b.state(base)],  # budget_state
+                reserved,  # reserved_tail
+                forced,  # forced
+                reason,  # reason
+                None,  # need
+                unaligned_end,  # unaligned_end
+                tail_need,  # tail_need
+                input0,  # rem_input_tokens
+                b.rem_input,  # rem_input_after
             )
         )
+
+    def _emit(self, values: tuple) -> Step:
+        """A record from its values in field order, kept in ``steps`` and the ledger."""
+        step = from_values(values)
+        self.steps.append(step)
+        if self.ledger_rows is not None:
+            self.ledger_rows.append(step)
+        elif self.ledger is not None:
+            self.ledger.add(step)
+        return step
 
     # -- a waiting request ----------------------------------------------------
     # The hot path of every long run: one call per queued request per round. It reads
@@ -281,7 +293,7 @@ class PrefillAdder:
         base, t0, c0, chunk0, input0 = before
         b = self.budget
         self.step += 1
-        step = _new(
+        return self._emit(
             (
                 self.round,  # round
                 self.step,  # step
@@ -316,9 +328,3 @@ class PrefillAdder:
                 b.rem_input,  # rem_input_after
             )
         )
-        self.steps.append(step)
-        if self.ledger_rows is not None:
-            self.ledger_rows.append(step)
-        elif self.ledger is not None:
-            self.ledger.add(step)
-        return step

@@ -8,6 +8,7 @@ those records; its DataFrame is a by-name projection of them.
 
 from __future__ import annotations
 
+from functools import partial
 from typing import NamedTuple
 
 import polars as pl
@@ -57,6 +58,23 @@ class Step(NamedTuple):
     tail_need: int | None = None
     rem_input_tokens: int | None = None
     rem_input_after: int | None = None
+
+
+#: a record from its values in field order (hot paths: no keyword matching)
+from_values = partial(tuple.__new__, Step)
+#: the fields between ``baseline_after`` and ``start`` (the adder's books: none for an
+#: allocation)
+_NO_BOOKS = (None,) * 9
+
+
+def allocation(
+    round: int, step: int, rid: str, start: int, end: int, allocated: int, before: int, after: int
+) -> Step:
+    """An ``allocate`` step: slots for [start, end) of ``rid``, the baseline around the batch."""
+    return from_values(
+        (round, step, "allocate", rid, None, None, None, before, after, *_NO_BOOKS, start, end,
+         None, allocated, None, None, None, None, None, None, None, None, None)
+    )  # fmt: skip
 
 
 _DTYPES: dict[str, pl.DataType] = {

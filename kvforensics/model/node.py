@@ -7,11 +7,11 @@ import heapq
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from kvforensics.model.adder import CONTINUE, PrefillAdder
 from kvforensics.model.config import Config
-from kvforensics.model.ledger import Ledger, Step
+from kvforensics.model.ledger import Ledger, Step, allocation
 from kvforensics.model.policies import Policy
 from kvforensics.model.pool import PagePool, PrefillOutOfMemory
 from kvforensics.model.profiles import FORK, Profile
@@ -85,6 +85,19 @@ class NodeState:
     start_time: float = 0.0
     #: slots of the baseline no allocation may take (held by another pool's demand)
     unevictable: int = 0
+
+
+class Batch(NamedTuple):
+    """One round's admissions and allocation (``PrefillNode.batch``)."""
+
+    adder: PrefillAdder
+    #: (rid, start, end) asked of the allocator, in admission order
+    pieces: list[tuple[str, int, int]]
+    #: the baseline when the adder began (after what was taken outside it)
+    baseline: int
+    #: the chunked request's budget state skipped the waiting queue
+    skipped: bool
+    oom: OutOfMemory | None
 
 
 @dataclass(slots=True)
@@ -218,16 +231,18 @@ class PrefillNode:
         record: bool = True,
         prefix_cache: PrefixSource | None = None,
         outside: dict[int, int] | None = None,
+        ops: bool = True,
     ) -> PrefillNode:
         """The one way to start the model mid-flight (``outside``: round -> tokens taken
-        from the pool outside the adder). Raises ValueError when the state does not fit
-        the pool."""
+        from the pool outside the adder; ``ops``: keep the pool's op log, which ``exec``
+        replays). Raises ValueError when the state does not fit the pool."""
         pool = PagePool(
             page_size=cfg.page_size,
             size=cfg.pool_size,
             free=state.free,
-            evictable=dict(state.evictable),
+            evictable=state.evictable,
             cache_kind=cfg.cache_kind,
+            record=ops,
             unevictable=state.unevictable,
             swa_size=cfg.swa_pool_size,
         )
@@ -296,10 +311,30 @@ class PrefillNode:
         there is nothing left to do."""
         if not self._wait_for_work():
             return None
+        t_start = self.now
+        adder, pieces, base0, skipped, oom = self.batch()
+        if oom is not None:
+            return oom
+        decisions = [(s.call, s.rid, s.decision, s.budget_state) for s in adder.steps]
+        if not pieces:
+            # Nothing fits: wait for memory (a transfer) or for new work.
+            rec = self._close_round(t_start, [], decisions, skipped, base0, 0)
+            t = self._next_event_time()
+            if t == math.inf:
+                return None  # stuck for good: nothing will ever free memory
+            self.now = max(self.now, t)
+            return rec
+        self._compute(adder.pieces)
+        self.chunked = adder.new_chunked
+        tail = self.chunked.seq_len - self.chunked.done if self.chunked else 0
+        return self._close_round(t_start, pieces, decisions, skipped, base0, tail)
+
+    def batch(self) -> Batch:
+        """This round's admissions and its allocation, without the forward pass: all that
+        re-running one round needs (``step`` runs it, then computes and moves on)."""
         pool = self.pool
         pool.round = self.round
         self._take_outside()
-        t_start = self.now
         base0 = pool.baseline()
         adder = PrefillAdder(
             self.cfg, self.policy, pool, round_no=self.round, ledger=self.ledger,
@@ -310,24 +345,12 @@ class PrefillNode:
         except PrefillOutOfMemory as exc:
             # a host hit's load-back found the slots the baseline counted unevictable
             rid = self.waiting[0].rid if self.waiting else self.chunked.rid
-            return self._out_of_memory(exc, rid, adder.step + 1, base0)
-        decisions = [(s.call, s.rid, s.decision, s.budget_state) for s in adder.steps]
+            oom = self._out_of_memory(exc, rid, adder.step + 1, base0)
+            return Batch(adder, [], base0, False, oom)
         if not adder.pieces:
-            # Nothing fits: wait for memory (a transfer) or for new work.
-            rec = self._close_round(t_start, [], decisions, skipped, base0, 0)
-            t = self._next_event_time()
-            if t == math.inf:
-                return None  # stuck for good: nothing will ever free memory
-            self.now = max(self.now, t)
-            return rec
+            return Batch(adder, [], base0, skipped, None)
         pieces = [(r.rid, s, e) for r, s, e in adder.pieces]
-        oom = self._allocate(pieces, adder.step)
-        if oom is not None:
-            return oom
-        self._compute(adder.pieces)
-        self.chunked = adder.new_chunked
-        tail = self.chunked.seq_len - self.chunked.done if self.chunked else 0
-        return self._close_round(t_start, pieces, decisions, skipped, base0, tail)
+        return Batch(adder, pieces, base0, skipped, self._allocate(pieces, adder.step))
 
     def _wait_for_work(self) -> bool:
         """Let time pass until there is a request to schedule; False when none will come."""
@@ -351,21 +374,10 @@ class PrefillNode:
             # The scheduler reports the batch; blame the request whose piece could not fit.
             return self._out_of_memory(exc, self._victim(pieces), step + 1, base_before)
         if self.ledger is not None:
+            after, add, rnd = pool.baseline(), self.ledger.add, self.round
             for rid, s, e in pieces:
                 step += 1
-                self.ledger.add(
-                    Step(
-                        round=self.round,
-                        step=step,
-                        call="allocate",
-                        rid=rid,
-                        start=s,
-                        end=e,
-                        allocated=self.cfg.pages_for(s, e),
-                        baseline=base_before,
-                        baseline_after=pool.baseline(),
-                    )
-                )
+                add(allocation(rnd, step, rid, s, e, self.cfg.pages_for(s, e), base_before, after))
         return None
 
     def _compute(self, pieces: list[tuple[Request, int, int]]) -> None:
@@ -410,6 +422,8 @@ class PrefillNode:
     def _take_outside(self) -> None:
         """Slots taken before this round by something the adder does not account for; never
         more than the pool has (what is gone is gone), and held until the end of the run."""
+        if not self.outside:
+            return
         tokens = self.outside.pop(self.round, 0)
         take = min(self.cfg.floor_page(tokens), self.cfg.floor_page(self.pool.baseline()))
         if take > 0:
