@@ -7,6 +7,7 @@ import heapq
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from operator import attrgetter
 from typing import NamedTuple, Protocol
 
 from kvforensics.model.adder import CONTINUE, PrefillAdder
@@ -42,6 +43,9 @@ class Timing:
         return self.transfer_latency_s + (tokens / rate if rate else 0.0)
 
 
+_arrival = attrgetter("arrival")
+
+
 class PrefixSource(Protocol):
     """Where prefix hits come from when they are not fixed in advance (trace-driven runs)."""
 
@@ -65,13 +69,14 @@ class Inflight:
     cache_keys: tuple[tuple[str, int], ...] = ()
 
 
-@dataclass(frozen=True, slots=True)
-class NodeState:
+class NodeState(NamedTuple):
     """A node caught mid-flight, as a value: what its pool holds and who is where.
 
     ``evictable`` is the cache in eviction order (oldest first); ``locked`` are entries of
     it that requests of earlier rounds still lock; ``held`` are slots requests own (a
     chunked request's computed part, KV being sent to a decode node).
+
+    A named tuple (immutable, built by name): a replay makes one for every round it re-runs.
     """
 
     free: int
@@ -208,13 +213,15 @@ class PrefillNode:
         self._seq = 0
         for item in inflight:
             self._push_inflight(item)
-        self._arrivals = sorted(arrivals, key=lambda r: r.arrival)
+        self._arrivals = sorted(arrivals, key=_arrival) if arrivals else []
         self._next_arrival = 0
         self.round = first_round
         self.now = start_time
         self.ledger = Ledger() if record else None
         self.rounds: list[RoundRecord] = []
-        self.requests: dict[str, Request] = {r.rid: r for r in (*self.waiting, *self._arrivals)}
+        self.requests: dict[str, Request] = {r.rid: r for r in self.waiting}
+        for r in self._arrivals:
+            self.requests[r.rid] = r
         if chunked is not None:
             self.requests[chunked.rid] = chunked
 
@@ -246,16 +253,17 @@ class PrefillNode:
             unevictable=state.unevictable,
             swa_size=cfg.swa_pool_size,
         )
-        pool.lock(state.locked)
+        if state.locked:
+            pool.lock(state.locked)
         for owner, tokens in state.held:
             pool.hold(owner, tokens)
         return cls(
             cfg,
             policy,
             pool,
-            waiting=list(state.waiting),
+            waiting=state.waiting,
             chunked=state.chunked,
-            inflight=list(state.inflight),
+            inflight=state.inflight,
             arrivals=arrivals,
             timing=timing,
             profile=profile,
