@@ -149,6 +149,32 @@ def unreserved_tail(
                     ("fixed", "upstream", "drain", "park"))
 
 
+def late_gap(
+    *, page: int = 64, align: int = 256, chunk: int = 4288, free: int = 16000,
+    first: int = 1088, seq: int = 12000, host: int = 6000, compute: int = 150,
+) -> Incident:
+    """An unreserved tail whose gap is not the victim's first truncation. With a chunk
+    that is not a multiple of ``align``, an aligned piece leaves chunk budget behind. In
+    round 0 ``first`` runs whole and the victim is truncated after it, leaving less budget
+    than the intruder's ``compute`` needs in whole pages: the intruder would be a second
+    chunked request and is refused. In round 1 the victim's resumed piece leaves
+    ``chunk % align`` tokens, enough: the intruder comes through and loads ``host`` tokens
+    back, and the victim's last piece runs out of memory."""
+    cfg = Config(page_size=page, chunked_prefill_size=chunk, max_prefill_tokens=4 * chunk,
+                 pool_size=65536, align_size=align)
+    timing = Timing(round_overhead_s=1.0, transfer_latency_s=30.0)
+
+    def build(policy: str) -> PrefillNode:
+        pool, flight = _held_pool(cfg, free, 4, 30.0)
+        waiting = [Request("as-a", first), Request("as-b", seq),
+                   Request("as-c", host + compute, host_hit=host)]
+        return PrefillNode(cfg, get_policy(policy), pool, waiting=waiting, inflight=flight,
+                           timing=timing)
+
+    return Incident("late_gap", ("unreserved_tail",), cfg, build, "as-b",
+                    ("fixed", "upstream", "drain", "park"))
+
+
 def page_granularity(
     *, page: int = 64, align: int = 256, chunk: int = 4096, free: int = 12000
 ) -> Incident:
@@ -212,5 +238,6 @@ INCIDENTS: dict[str, Callable[..., Incident]] = {
     "eviction_shortfall": eviction_shortfall,
     "external_allocation": external_allocation,
     "unreserved_tail": unreserved_tail,
+    "late_gap": late_gap,
     "page_granularity": page_granularity,
 }

@@ -62,6 +62,15 @@ OTHER_SIZES = {
         "page16": {"page": 16, "free": 12008},
         "page128-align512": {"page": 128, "align": 512, "free": 12000},
     },
+    # a chunk that is not a multiple of the align leaves budget after an aligned piece:
+    # less after the first truncation (behind as-a) than after the resumed one
+    "late_gap": {
+        "default": {},
+        "page16-align128": {"page": 16, "align": 128, "chunk": 2144, "first": 544,
+                            "compute": 80, "seq": 6000, "host": 3000, "free": 8000},
+        "page128-align512": {"page": 128, "align": 512, "chunk": 8576, "first": 2176,
+                             "compute": 300, "seq": 24000, "host": 12000, "free": 32000},
+    },
 }  # fmt: skip
 SIZES = {"external_allocation": VARIANTS, **OTHER_SIZES}
 
@@ -175,3 +184,39 @@ def test_hybrid_pool_binds_on_the_swa_line_and_every_policy_runs_out(hybrid):
     for name in POLICIES:
         got = rr.results[name].oom
         assert (got.round, got.rid, got.tokens) == (cap.oom.round, inc.victim, cap.oom.tokens)
+
+
+@pytest.fixture(scope="module", params=sorted(OTHER_SIZES["late_gap"]))
+def late(request, tmp_path_factory):
+    return _replayed(tmp_path_factory, "late_gap", request.param)
+
+
+def test_the_gap_that_mattered_is_not_the_victims_first_truncation(late):
+    inc, rr = late
+    steps = [s for rc in inc.run().rounds for s in rc.steps]
+    # as it ran: the first truncation left chunk budget, too little for the intruder's
+    # pages (refused as a second chunked request); the resumed piece's gap let it in
+    first = next(s for s in steps if s["rid"] == inc.victim and s["decision"] == "truncated")
+    refused = next(s for s in steps if s["rid"] == "as-c")
+    assert (refused["round"], refused["decision"]) == (first["round"], "rejected")
+    assert 0 < first["rem_chunk_after"] < inc.cfg.ceil_page(refused["seq_len"] - refused["host_hit"])
+    admitted = next(s for s in steps if s["rid"] == "as-c" and s["decision"] == "full")
+    tail = rr.cause("unreserved_tail")
+    assert tail.held is True
+    f = tail.figures
+    assert (f["round"], f["intruder_rid"], f["victim_rid"]) == (
+        admitted["round"], "as-c", inc.victim,
+    )  # fmt: skip
+    gap = next(s for s in steps if s["round"] == admitted["round"] and s["rid"] == inc.victim)
+    assert gap["decision"] == "resumed"
+    assert f["victim_piece"] == [gap["start"], gap["end"]]
+    assert f["leftover_chunk_budget"] == gap["rem_chunk_after"] == (
+        inc.cfg.chunked_prefill_size % inc.cfg.align_size
+    )
+    assert (f["intruder_load_back"], f["intruder_need"]) == (admitted["load_back"], admitted["need"])
+    # both truncations are named in the evidence, the first one first
+    looked = tail.evidence[1]
+    assert looked.index(f"round {first['round']} {inc.victim} [0, ") < looked.index(
+        f"round {gap['round']} {inc.victim} [{gap['start']}, "
+    )
+    assert rr.as_dict()["root_cause"] == f
