@@ -10,7 +10,7 @@ from __future__ import annotations
 from kvforensics.model import sizing
 from kvforensics.model.budget import AddResult, Budget
 from kvforensics.model.config import Config
-from kvforensics.model.ledger import Ledger, Step, from_values
+from kvforensics.model.ledger import Ledger, Step, appender, from_values
 from kvforensics.model.policies import Policy
 from kvforensics.model.pool import PagePool
 from kvforensics.model.profiles import FORK, Profile
@@ -50,10 +50,8 @@ class PrefillAdder:
         self.page = cfg.page_size
         self.early_checks = profile.input_check_before_lock
         self.input_check = profile.input_tokens_check
-        #: the ledger's list, appended to directly on the hot path
-        # NOTE: only for a plain Ledger: a subclass that overrides add() must see every step
-        plain = ledger is not None and type(ledger).add is Ledger.add
-        self.ledger_rows = ledger.rows if plain else None
+        #: how a step reaches the ledger (None: no ledger)
+        self._to_ledger = appender(ledger)
         #: (request, start, end) in admission order
         self.pieces: list[tuple[Request, int, int]] = []
         #: the request left half-done by this round (at most one per batch)
@@ -163,10 +161,8 @@ class PrefillAdder:
         """A record from its values in field order, kept in ``steps`` and the ledger."""
         step = from_values(values)
         self.steps.append(step)
-        if self.ledger_rows is not None:
-            self.ledger_rows.append(step)
-        elif self.ledger is not None:
-            self.ledger.add(step)
+        if self._to_ledger is not None:
+            self._to_ledger(step)
         return step
 
     # -- a waiting request ----------------------------------------------------
@@ -178,10 +174,8 @@ class PrefillAdder:
         b, pool, page = self.budget, self.pool, self.page
         seq, dp, hh, keys = req.seq_len, req.device_prefix, req.host_hit, req.prefix_keys
         base_unlocked = pool.baseline()
-        base = base_unlocked
-        if keys:
-            pool.lock(keys)
-            base = pool.baseline()
+        # the lock takes the prefix out of the evictable part: the baseline drops by that
+        base = base_unlocked - pool.lock(keys) if keys else base_unlocked
         before = (base, b.total_offset, b.cur_offset, b.rem_chunk, b.rem_input)
         rem_total = base - before[1]
         # The whole remaining prompt, host hits included: every later piece comes out of

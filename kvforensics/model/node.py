@@ -10,13 +10,15 @@ from dataclasses import dataclass, field
 from operator import attrgetter
 from typing import NamedTuple, Protocol
 
+from kvforensics.collector import fewer_collections
 from kvforensics.model.adder import CONTINUE, PrefillAdder
 from kvforensics.model.config import Config
-from kvforensics.model.ledger import Ledger, Step, allocation
+from kvforensics.model.ledger import Ledger, Step, allocation, appender
 from kvforensics.model.policies import Policy
 from kvforensics.model.pool import PagePool, PrefillOutOfMemory
 from kvforensics.model.profiles import FORK, Profile
 from kvforensics.model.request import Request
+from kvforensics.model.sizing import pages_for
 
 
 @dataclass(frozen=True, slots=True)
@@ -381,11 +383,12 @@ class PrefillNode:
         except PrefillOutOfMemory as exc:
             # The scheduler reports the batch; blame the request whose piece could not fit.
             return self._out_of_memory(exc, self._victim(pieces), step + 1, base_before)
-        if self.ledger is not None:
-            after, add, rnd = pool.baseline(), self.ledger.add, self.round
+        add = appender(self.ledger)
+        if add is not None:
+            after, rnd, page = pool.baseline(), self.round, self.cfg.page_size
             for rid, s, e in pieces:
                 step += 1
-                add(allocation(rnd, step, rid, s, e, self.cfg.pages_for(s, e), base_before, after))
+                add(allocation(rnd, step, rid, s, e, pages_for(s, e, page), base_before, after))
         return None
 
     def _compute(self, pieces: list[tuple[Request, int, int]]) -> None:
@@ -524,6 +527,7 @@ class PrefillNode:
             - self._next_arrival
         )
 
+    @fewer_collections()
     def run(
         self, max_rounds: int | None = None, on_round: Callable[[PrefillNode], None] | None = None
     ) -> RunResult:
