@@ -72,98 +72,38 @@ class PrefillAdder:
         """
         cfg, b = self.cfg, self.budget
         base = self.pool.baseline()
-        t0, c0, chunk0, input0 = b.total_offset, b.cur_offset, b.rem_chunk, b.rem_input
-        if min(chunk0, base - t0) <= 0 and self.policy.parks(self.deciding):
-            return self._park(req, base, t0, c0, chunk0, input0)
+        before = (base, b.total_offset, b.cur_offset, b.rem_chunk, b.rem_input)
+        rem_total = base - b.total_offset
+        if min(b.rem_chunk, rem_total) <= 0 and self.policy.parks(self.deciding):
+            return self._park(req, before, rem_total)
         start = req.done
         # When memory is gone the piece is taken anyway (forced): the incident's last step.
-        size = sizing.resumed_piece(start, req.seq_len, chunk0, base - t0, self.align)
+        size = sizing.resumed_piece(start, req.seq_len, b.rem_chunk, rem_total, self.align)
         piece = ceil_page(size.end - start, cfg.page_size)
         b.charge(piece, self.page_charge, 0 if size.truncated else self.max_new)
-        reserved = tail_need = 0
+        reserved, tail_need = 0, None
         if size.truncated:
             tail_need = sizing.tail_need(req.seq_len - size.end, cfg.page_size, cfg.max_new_tokens)
             reserved = self.policy.after_truncation(b, req.seq_len - size.end, cfg, self.deciding)
             self.new_chunked = req
         self.pieces.append((req, start, size.end))
-        return self._chunked_record(
-            req, base, t0, c0, chunk0, input0, "resumed", start, size.end, reserved,
-            size.forced, None, size.unaligned_end, tail_need if size.truncated else None,
+        # It allocates nothing, so the baseline stays.
+        return self._record(
+            req, "add_chunked_req", before, base, "resumed", start, size.end, 0,
+            _NAME[b.state(base)], reserved, size.forced, None, None, size.unaligned_end,
+            tail_need,
         )  # fmt: skip
 
-    def _park(self, req: Request, base: int, t0: int, c0: int, chunk0: int, input0: int) -> Step:
+    def _park(self, req: Request, before: tuple[int, int, int, int, int], rem_total: int) -> Step:
         """No piece this round: the request stays chunked, nothing is charged, and the
         budget (memory gone) keeps the waiting queue out too."""
         self.new_chunked = req
-        return self._chunked_record(
-            req, base, t0, c0, chunk0, input0, "parked", req.done, req.done, 0, False,
-            f"rem_total_tokens {base - t0} <= 0: parked", None, None,
+        base = before[0]
+        return self._record(
+            req, "add_chunked_req", before, base, "parked", req.done, req.done, 0,
+            _NAME[self.budget.state(base)], 0, False, f"rem_total_tokens {rem_total} <= 0: parked",
+            None, None, None,
         )  # fmt: skip
-
-    def _chunked_record(
-        self,
-        req: Request,
-        base: int,
-        t0: int,
-        c0: int,
-        chunk0: int,
-        input0: int,
-        decision: str,
-        start: int,
-        end: int,
-        reserved: int,
-        forced: bool,
-        reason: str | None,
-        unaligned_end: int | None,
-        tail_need: int | None,
-    ) -> Step:
-        """The record of one ``add_chunked_req`` call: the budgets before (given) and after
-        (read now), and what the call did (decision, piece, reservation)."""
-        b = self.budget
-        self.step += 1
-        return self._emit(
-            (
-                self.round,  # round
-                self.step,  # step
-                "add_chunked_req",  # call
-                req.rid,  # rid
-                req.seq_len,  # seq_len
-                req.device_prefix,  # device_prefix
-                req.host_hit,  # host_hit
-                base,  # baseline
-                base,  # baseline_after
-                t0,  # total_offset_before
-                b.total_offset,  # total_offset_after
-                c0,  # cur_offset_before
-                b.cur_offset,  # cur_offset_after
-                base - t0,  # rem_total_tokens
-                base - c0,  # cur_rem_tokens
-                chunk0,  # rem_chunk_tokens
-                b.rem_chunk,  # rem_chunk_after
-                decision,  # decision
-                start,  # start
-                end,  # end
-                0,  # load_back
-                None,  # allocated
-                _NAME[b.state(base)],  # budget_state
-                reserved,  # reserved_tail
-                forced,  # forced
-                reason,  # reason
-                None,  # need
-                unaligned_end,  # unaligned_end
-                tail_need,  # tail_need
-                input0,  # rem_input_tokens
-                b.rem_input,  # rem_input_after
-            )
-        )
-
-    def _emit(self, values: tuple) -> Step:
-        """A record from its values in field order, kept in ``steps`` and the ledger."""
-        step = from_values(values)
-        self.steps.append(step)
-        if self._to_ledger is not None:
-            self._to_ledger(step)
-        return step
 
     # -- a waiting request ----------------------------------------------------
     # The hot path of every long run: one call per queued request per round. It reads
@@ -223,9 +163,9 @@ class PrefillAdder:
         req.done = prefix
         self.pieces.append((req, prefix, end))
         base_after = pool.baseline()
-        return self._step_one(
-            req, before, need, decision, base_after, prefix, end, raw, loaded,
-            _NAME[b.state(base_after)], reserved, tail_need, None,
+        return self._record(
+            req, "add_one_req", before, base_after, decision, prefix, end, loaded,
+            _NAME[b.state(base_after)], reserved, None, None, need, raw, tail_need,
         )  # fmt: skip
 
     def _select(
@@ -261,37 +201,40 @@ class PrefillAdder:
 
     def _reject(self, req, before, need: int, result: AddResult, reason) -> Step:
         self.pool.unlock(req.prefix_keys)
-        return self._step_one(
-            req, before, need, "rejected", before[0], None, None, None, 0, _NAME[result], 0,
-            None, reason,
+        return self._record(
+            req, "add_one_req", before, before[0], "rejected", None, None, 0, _NAME[result], 0,
+            None, reason, need, None, None,
         )  # fmt: skip
 
-    def _step_one(
+    def _record(
         self,
         req: Request,
+        call: str,
         before: tuple[int, int, int, int, int],
-        need: int,
-        decision: str,
         base_after: int,
+        decision: str,
         start: int | None,
         end: int | None,
-        unaligned_end: int | None,
         load_back: int,
         state: str,
         reserved: int,
-        tail_need: int | None,
+        forced: bool | None,
         reason: str | None,
+        need: int | None,
+        unaligned_end: int | None,
+        tail_need: int | None,
     ) -> Step:
-        """The record of one ``add_one_req``; ``before`` is (baseline, total offset, cur
-        offset, chunk budget, input budget) when it looked."""
+        """The record of one adder call, built positionally (the hot path), kept in
+        ``steps`` and the ledger. ``before`` is (baseline, total offset, cur offset, chunk
+        budget, input budget) when the call looked; the books after are read now."""
         base, t0, c0, chunk0, input0 = before
         b = self.budget
         self.step += 1
-        return self._emit(
+        step = from_values(
             (
                 self.round,  # round
                 self.step,  # step
-                "add_one_req",  # call
+                call,  # call
                 req.rid,  # rid
                 req.seq_len,  # seq_len
                 req.device_prefix,  # device_prefix
@@ -313,7 +256,7 @@ class PrefillAdder:
                 None,  # allocated
                 state,  # budget_state
                 reserved,  # reserved_tail
-                None,  # forced
+                forced,  # forced
                 reason,  # reason
                 need,  # need
                 unaligned_end,  # unaligned_end
@@ -322,3 +265,7 @@ class PrefillAdder:
                 b.rem_input,  # rem_input_after
             )
         )
+        self.steps.append(step)
+        if self._to_ledger is not None:
+            self._to_ledger(step)
+        return step

@@ -71,13 +71,12 @@ def _unreserved(row: Step) -> int:
 def gap_admissions(run: Rerun, rnd: Round) -> list[GapAdmission]:
     """Every admission after an unreserved truncation of the same round that left budget."""
     out, victim = [], None
-    when = _time(rnd)
     for row in run.adder():
         if victim is not None and row.decision in ADMITTED:
             out.append(
                 GapAdmission(
                     round=rnd.index,
-                    time=when,
+                    time=_time(rnd),
                     victim_rid=victim.rid,
                     unreserved_tail=_unreserved(victim),
                     intruder_rid=row.rid,
