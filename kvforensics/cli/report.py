@@ -27,7 +27,7 @@ from kvforensics.outputs import check_output
 from kvforensics.replay import EXIT_MISMATCH, EXIT_NOT_REPRODUCED
 from kvforensics.report import manifest
 from kvforensics.report.figures import HISTORY_ROUNDS
-from kvforensics.report.inputs import are_logs, replay_inputs, run_scenario
+from kvforensics.report.inputs import are_logs, replay_inputs, scenario_runs
 from kvforensics.report.report import write_report
 from kvforensics.report.story import history, log_report
 
@@ -94,11 +94,12 @@ def report(
             force=force,
             history=history(rr, HISTORY_ROUNDS),
             log_notes=rr.summary.notes(),
+            sizing=(rr.rebuild.cfg, rr.profile.profile),
         )
     else:
         if len(inputs) != 1:
             raise InputError("report takes one scenario, or log files")
-        results = run_scenario(inputs[0], names)
+        results, sizing = scenario_runs(inputs[0], names)
         paths = write_report(
             out,
             results,
@@ -106,6 +107,7 @@ def report(
             focus_round=round_no,
             inputs=inputs,
             force=force,
+            sizing=sizing,
         )
     for p in paths:
         console.print(str(p), highlight=False)

@@ -13,6 +13,7 @@ from datetime import datetime
 
 from kvforensics.model import Config
 from kvforensics.model.profiles import FORK, Profile
+from kvforensics.replay.arrivals import Arrivals
 from kvforensics.replay.fidelity import FidelityCheck
 from kvforensics.replay.transfers import Traffic
 from kvforensics.rounds import Round
@@ -81,6 +82,9 @@ class RoundPass:
         #: rid -> (the logged round it was first truncated in, the times since), while
         #: it is unfinished
         self._truncated: dict[str, tuple[Round, Timed]] = {}
+        #: the requests first shown since each of those truncations (the arrivals of a
+        #: forward run from there)
+        self.arrivals = Arrivals()
         self._ooms: list[Round] = []
         #: round index -> how many of the truncations and out-of-memories above it holds
         self._pins: dict[int, int] = {}
@@ -99,6 +103,7 @@ class RoundPass:
         self.timed.add(rnd)
         for _, since in self._truncated.values():
             since.add(rnd)
+        self.arrivals.add(rnd)
         self._keep(rnd)
         if rnd.decisions:
             self.logged += 1
@@ -109,6 +114,7 @@ class RoundPass:
             if d.decision == "truncated" and d.rid not in self._truncated:
                 self._truncated[d.rid] = (rnd, Timed.of([rnd]))
                 self._pins[rnd.index] = self._pins.get(rnd.index, 0) + 1
+                self.arrivals.open(d.rid, rnd)
         if rnd.oom is not None:
             self._ooms.append(rnd)
             self._pins[rnd.index] = self._pins.get(rnd.index, 0) + 1
@@ -116,6 +122,7 @@ class RoundPass:
         for p in rnd.pieces:
             if p.end == self.seq_lens.get(p.rid):  # finished: forget it
                 self._forget(p.rid)
+                self.arrivals.close(p.rid)
                 del self.seq_lens[p.rid]
 
     def _forget(self, rid: str) -> None:
