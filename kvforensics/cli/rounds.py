@@ -1,10 +1,15 @@
-"""`kvforensics rounds`: rebuild every scheduling round from logs, with provenance."""
+"""`kvforensics rounds`: rebuild every scheduling round from logs, with provenance.
+
+Exit codes: 0 the rounds were rebuilt; 2 bad input, including logs whose deciding rank
+printed no PrefillAdder line (a PP1 log alone: give PP0's); 3 the evidence contradicts
+itself (listed)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Annotated
 
+import polars as pl
 import typer
 
 from kvforensics.cli import app
@@ -77,17 +82,14 @@ def rounds(
             return
         got = from_logs(logs, **args)  # the fork's lines without an adder line
     events, summary, rb = got.events, got.summary, got.rebuild
+    adder = events.filter(pl.col("kind") == "adder_check")["rank"]
+    if not rb.rounds and rb.rank not in set(adder.to_list()):
+        raise _silent_rank(describe_rank(events, rb.rank), others=bool(adder.len()))
     if fmt == "json":
         print_json({"log": summary.to_dict(), **rb.as_dict()})
         raise typer.Exit(EXIT_MISMATCH if rb.contradictions else 0)
     print_log_summary(summary)
     source = describe_rank(events, rb.rank)
-    if not rb.rounds and not (events["kind"] == "adder_check").any():
-        console.print(
-            f"[yellow]{source} has no PrefillAdder lines[/]: no round can be rebuilt from it; "
-            "give the deciding rank's log (PP0) of a build that prints them",
-            highlight=False,
-        )
     if rb.rounds:
         console.print(_table(rb, source, last), highlight=False)
     else:
@@ -135,7 +137,15 @@ def _write(logs: list[Path], output: Path, opts: LogOptions, narrow) -> None:
     check_output(output, logs)
     ls = LogStream(list(logs), opts.overrides(), opts.rank, opts.formats, opts.progress())
     count: list[int] = []
-    atomic_write(output, lambda tmp: count.append(write_rounds(narrow_rounds(ls, narrow), tmp)))
+
+    def write(tmp: Path) -> None:
+        count.append(write_rounds(narrow_rounds(ls, narrow), tmp))
+        if ls.rebuilder is None or not ls.rebuilder.count:  # nothing to write: no file
+            files = [f.path for f in ls.summary.files if ls.rank in f.ranks or not ls.rank]
+            who = f"{ls.rank} ({', '.join(files)})" if ls.rank else ", ".join(files)
+            raise _silent_rank(who, others=bool(ls.summary.matched.get("adder_check")))
+
+    atomic_write(output, write)
     print_log_summary(ls.summary)
     console.print(f"{count[0]} rounds written to {output}", highlight=False)
     oom = ls.rebuilder.oom if ls.rebuilder else None
@@ -148,6 +158,16 @@ def _write(logs: list[Path], output: Path, opts: LogOptions, narrow) -> None:
     print_contradictions(found, limit=10)
     raise typer.Exit(EXIT_MISMATCH if found else 0)
 
+
+def _silent_rank(who: str, others: bool) -> InputError:
+    """The deciding rank printed no adder line, so no round comes from it (a PP1 log
+    alone, or ``--rank`` naming a rank that only replays plans)."""
+    fix = (
+        "the adder lines here are another rank's: leave --rank out or name that rank"
+        if others
+        else "give the deciding rank's log (PP0) of a build that prints them"
+    )
+    return InputError(f"{who} has no PrefillAdder lines, so no round can be rebuilt from it; {fix}")
 
 
 def _batch_level(events, summary, fmt: str, last: int, rank: str | None) -> None:
