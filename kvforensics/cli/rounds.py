@@ -84,7 +84,7 @@ def rounds(
     events, summary, rb = got.events, got.summary, got.rebuild
     adder = events.filter(pl.col("kind") == "adder_check")["rank"]
     if not rb.rounds and rb.rank not in set(adder.to_list()):
-        raise _silent_rank(describe_rank(events, rb.rank), others=bool(adder.len()))
+        raise _silent_rank(describe_rank(events, rb.rank), bool(adder.len()), summary.unreadable)
     if fmt == "json":
         print_json({"log": summary.to_dict(), **rb.as_dict()})
         raise typer.Exit(EXIT_MISMATCH if rb.contradictions else 0)
@@ -143,7 +143,8 @@ def _write(logs: list[Path], output: Path, opts: LogOptions, narrow) -> None:
         if ls.rebuilder is None or not ls.rebuilder.count:  # nothing to write: no file
             files = [f.path for f in ls.summary.files if ls.rank in f.ranks or not ls.rank]
             who = f"{ls.rank} ({', '.join(files)})" if ls.rank else ", ".join(files)
-            raise _silent_rank(who, others=bool(ls.summary.matched.get("adder_check")))
+            others = bool(ls.summary.matched.get("adder_check"))
+            raise _silent_rank(who, others, ls.summary.unreadable)
 
     atomic_write(output, write)
     print_log_summary(ls.summary)
@@ -159,7 +160,7 @@ def _write(logs: list[Path], output: Path, opts: LogOptions, narrow) -> None:
     raise typer.Exit(EXIT_MISMATCH if found else 0)
 
 
-def _silent_rank(who: str, others: bool) -> InputError:
+def _silent_rank(who: str, others: bool, unreadable: int) -> InputError:
     """The deciding rank printed no adder line, so no round comes from it (a PP1 log
     alone, or ``--rank`` naming a rank that only replays plans)."""
     fix = (
@@ -167,7 +168,14 @@ def _silent_rank(who: str, others: bool) -> InputError:
         if others
         else "give the deciding rank's log (PP0) of a build that prints them"
     )
-    return InputError(f"{who} has no PrefillAdder lines, so no round can be rebuilt from it; {fix}")
+    why = (
+        f" ({unreadable} line(s) hold numbers a log cannot mean and were not used)"
+        if unreadable
+        else ""
+    )
+    return InputError(
+        f"{who} has no PrefillAdder lines{why}, so no round can be rebuilt from it; {fix}"
+    )
 
 
 def _batch_level(events, summary, fmt: str, last: int, rank: str | None) -> None:

@@ -20,6 +20,7 @@ from kvforensics.report.diff import Diff, diff_ledgers
 from kvforensics.report.explain import explain_round
 from kvforensics.report.figures import plot_pool, plot_waterfall
 from kvforensics.report.ledgers import ledger_of, round_summaries
+from kvforensics.report.terminal import MAX_WORD, shorten_values
 
 #: a per-round table longer than this is cut to the rounds around the focus and the OOM
 MAX_TABLE_ROUNDS = 120
@@ -190,6 +191,7 @@ def write_report(
 
     names = [p.name for p in written] + [manifest.MANIFEST]
     md = _markdown(results, title, story, evidence, focus, names, log_notes)
+    md = _shortened(md, names, _rids(results, events))
     atomic_write_text(paths["md"], md)
     manifest.record(out, ["report.md", *names], stale)
     return [paths["md"], *written]
@@ -260,6 +262,27 @@ def _markdown(results, title, story, evidence, focus, files, log_notes=None) -> 
         ]
     out += ["## Files", ""] + [f"- `{f}`" for f in ["report.md", *files]]
     return "\n".join(out) + "\n"
+
+
+def _rids(results: Mapping[str, RunResult], events: pl.DataFrame | None) -> set[str]:
+    rids = {rid for r in results.values() for rid in r.requests}
+    if events is not None and "rid" in events.columns:
+        rids.update(events["rid"].drop_nulls().unique().to_list())
+    return rids
+
+
+def _shortened(md: str, files: Sequence[str], rids: Iterable[str]) -> str:
+    """Values too long to read (a 100,000-character rid) cut to their head and tail as
+    the terminal's tables cut them; the data files beside report.md hold them whole."""
+    short = shorten_values(md, rids)
+    if short == md:
+        return md
+    whole = [f"`{f}`" for f in files if f.endswith(".csv") or f.endswith(".parquet")]
+    return short + (
+        f"\nValues over {MAX_WORD} characters (such as a long request id) are shortened in "
+        "this file to their head and tail, never inside a number, with how much was left "
+        f"out; {', '.join(whole) or 'the ledgers'} hold them whole.\n"
+    )
 
 
 def _figures(focus: int | None) -> list[str]:
