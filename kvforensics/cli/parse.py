@@ -11,6 +11,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from kvforensics.cli import app
+from kvforensics.cli._common import stages
 from kvforensics.logs import ParseSummary, load_catalogue
 from kvforensics.logs.source import check_readable
 from kvforensics.logs.writers import events_lazy, output_kind, sink_events
@@ -38,7 +39,10 @@ def parse(
     until: Annotated[
         str | None, typer.Option(help="Only events up to this time (inclusive).")
     ] = None,
-    progress: Annotated[bool, typer.Option(help="Progress bar on stderr for large inputs.")] = True,
+    progress: Annotated[
+        bool,
+        typer.Option(help="Progress on stderr (off anyway when stderr is not a terminal)."),
+    ] = True,
 ) -> None:
     """Read scheduler logs into typed events (one row per recognised line). ``--since`` and
     ``--until`` take times only: parse gives events, not rounds."""
@@ -49,8 +53,9 @@ def parse(
         check_readable(log)
     cat = load_catalogue(formats)
     summary = ParseSummary()
-    lf = events_lazy(logs, summary, catalogue=cat, progress=progress, keep=keep)
-    atomic_write(out, lambda tmp: sink_events(lf, tmp, kind))
+    with stages(progress):
+        lf = events_lazy(logs, summary, catalogue=cat, keep=keep)
+        atomic_write(out, lambda tmp: sink_events(lf, tmp, kind))
     print_summary(summary, out, keep)
 
 

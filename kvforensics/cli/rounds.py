@@ -30,6 +30,7 @@ from kvforensics.cli._inputs import (
 from kvforensics.errors import InputError
 from kvforensics.logs import load_catalogue
 from kvforensics.outputs import atomic_write, check_output
+from kvforensics.progress import current
 from kvforensics.replay import EXIT_MISMATCH
 from kvforensics.replay.stock import fork_lines, require_scheduler_log
 from kvforensics.report.terminal import FitTable
@@ -72,15 +73,16 @@ def rounds(
     if output is not None:
         _write(logs, output, opts, narrow)
         return
-    args = dict(overrides=opts.overrides(), rank=opts.rank, formats=formats,
-                progress=opts.progress(), narrow=narrow)  # fmt: skip
-    got = from_logs(logs, hold=True, **args)
-    if got.rebuild is None:
-        if not fork_lines(got.events, load_catalogue(formats)):  # a release's log
-            require_scheduler_log(got.summary)
-            _batch_level(got.events, got.summary, fmt, last, opts.rank)
-            return
-        got = from_logs(logs, **args)  # the fork's lines without an adder line
+    args = dict(overrides=opts.overrides(), rank=opts.rank, formats=formats, narrow=narrow)
+    with opts.stages():
+        got = from_logs(logs, hold=True, **args)
+        release = got.rebuild is None and not fork_lines(got.events, load_catalogue(formats))
+        if got.rebuild is None and not release:
+            got = from_logs(logs, **args)  # the fork's lines without an adder line
+    if release:
+        require_scheduler_log(got.summary)
+        _batch_level(got.events, got.summary, fmt, last, opts.rank)
+        return
     events, summary, rb = got.events, got.summary, got.rebuild
     adder = events.filter(pl.col("kind") == "adder_check")["rank"]
     if not rb.rounds and rb.rank not in set(adder.to_list()):
@@ -135,18 +137,20 @@ def _write(logs: list[Path], output: Path, opts: LogOptions, narrow) -> None:
     if output.suffix not in SUFFIXES:
         raise InputError(f"{output}: give a file ending in {' or '.join(SUFFIXES)}")
     check_output(output, logs)
-    ls = LogStream(list(logs), opts.overrides(), opts.rank, opts.formats, opts.progress())
+    ls = LogStream(list(logs), opts.overrides(), opts.rank, opts.formats)
     count: list[int] = []
 
     def write(tmp: Path) -> None:
-        count.append(write_rounds(narrow_rounds(ls, narrow), tmp))
+        rounds = current().counted(ls, "rebuilding rounds", "rounds")
+        count.append(write_rounds(narrow_rounds(rounds, narrow), tmp))
         if ls.rebuilder is None or not ls.rebuilder.count:  # nothing to write: no file
             files = [f.path for f in ls.summary.files if ls.rank in f.ranks or not ls.rank]
             who = f"{ls.rank} ({', '.join(files)})" if ls.rank else ", ".join(files)
             others = bool(ls.summary.matched.get("adder_check"))
             raise _silent_rank(who, others, ls.summary.unreadable)
 
-    atomic_write(output, write)
+    with opts.stages():
+        atomic_write(output, write)
     print_log_summary(ls.summary)
     console.print(f"{count[0]} rounds written to {output}", highlight=False)
     oom = ls.rebuilder.oom if ls.rebuilder else None

@@ -13,6 +13,7 @@ from kvforensics.errors import InputError
 from kvforensics.logs.catalogue import Catalogue, load_catalogue
 from kvforensics.logs.reader import iter_events
 from kvforensics.logs.summary import ParseSummary
+from kvforensics.progress import current
 
 SUFFIXES = {".parquet": "parquet", ".csv": "csv", ".ndjson": "ndjson", ".jsonl": "ndjson"}
 
@@ -35,9 +36,10 @@ def events_lazy(
     ``--since``/``--until`` times) leaves the others out, counted in ``summary``."""
     cat = catalogue or load_catalogue()
     paths = list(paths)
+    stages = current()  # polars calls ``source`` from a thread of its own
 
     def source(with_columns, predicate, n_rows, batch_size):
-        for df in iter_events(paths, summary, progress=progress, catalogue=cat):
+        for df in iter_events(paths, summary, progress=progress, catalogue=cat, stages=stages):
             if keep is not None:
                 out = df.filter(~keep)["kind"].value_counts().iter_rows()
                 for k, n in out:

@@ -11,6 +11,7 @@ import polars as pl
 from kvforensics.errors import InputError
 from kvforensics.ledger_io import read_ledger
 from kvforensics.model import POLICIES, RunResult
+from kvforensics.progress import run_shown
 from kvforensics.report.ledgers import normalize, policies_in, select_policy
 
 
@@ -31,7 +32,7 @@ def run_scenario(path: Path, policies: Sequence[str]) -> dict[str, RunResult]:
     from kvforensics.scenario import load_scenario
 
     sc = load_scenario(path)
-    return {p: sc.build_node(p).run() for p in check_policies(policies)}
+    return {p: run_shown(sc.build_node(p), f"policy {p}") for p in check_policies(policies)}
 
 
 def ledgers_from_file(path: Path, policies: Sequence[str] | None) -> dict[str, pl.DataFrame]:

@@ -15,6 +15,7 @@ from kvforensics.errors import InputError
 from kvforensics.ledger_io import write_frame
 from kvforensics.model import RunResult
 from kvforensics.outputs import atomic_write_text, check_not_input
+from kvforensics.progress import current
 from kvforensics.report import _fmt, manifest
 from kvforensics.report.diff import Diff, diff_ledgers
 from kvforensics.report.explain import explain_round
@@ -175,24 +176,29 @@ def write_report(
     stale = manifest.claim(out, [p.name for p in paths.values()], force)
 
     written: list[Path] = []
+    files = current().stage("writing report", len(paths), "files")
     plot_pool(results, paths["pool"], focus=focus, history=list(history))
     written.append(paths["pool"])
+    files.advance()
     if focus is not None:
         plot_waterfall({p: results[p] for p in _pair(results)}, focus, paths["waterfall"])
         written.append(paths["waterfall"])
+        files.advance()
     ledger = pl.concat([r.ledger_frame() for r in results.values()], how="vertical_relaxed")
-    for key in ("ledger_parquet", "ledger_csv"):
-        write_frame(ledger, paths[key])
-        written.append(paths[key])
+    frames = [("ledger_parquet", ledger), ("ledger_csv", ledger)]
     if events is not None:
-        for key in ("events_parquet", "events_csv"):
-            write_frame(events, paths[key])
-            written.append(paths[key])
+        frames += [("events_parquet", events), ("events_csv", events)]
+    for key, frame in frames:
+        write_frame(frame, paths[key])
+        written.append(paths[key])
+        files.advance()
 
     names = [p.name for p in written] + [manifest.MANIFEST]
     md = _markdown(results, title, story, evidence, focus, names, log_notes)
     md = _shortened(md, names, _rids(results, events))
     atomic_write_text(paths["md"], md)
+    files.advance()
+    files.done()
     manifest.record(out, ["report.md", *names], stale)
     return [paths["md"], *written]
 

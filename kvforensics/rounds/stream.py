@@ -216,7 +216,9 @@ class LogStream:
         another rank's, and that rank's file may come after the deciding rank's. (With
         one file, the batch lines before the first adder line are all it gets.)"""
         keep = []
-        for frame in iter_events(self.paths, ParseSummary(), extra_formats=self.formats):
+        ahead = iter_events(self.paths, ParseSummary(), extra_formats=self.formats,
+                            label="reading batch lines")  # fmt: skip
+        for frame in ahead:
             if "new_token" in frame.columns:
                 b = frame.filter(pl.col("kind") == "prefill_batch")
                 keep.append(b.select("kind", "rank", "file", "line", "time", "new_token"))

@@ -14,6 +14,7 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from concurrent.futures.process import BrokenProcessPool
 
 from kvforensics.errors import InputError
+from kvforensics.progress import current
 from kvforensics.scan.records import NodeScan, NodeSpec
 from kvforensics.scan.task import ScanOptions, scan_node
 
@@ -53,7 +54,8 @@ def run_local(
         if jobs == 1 or len(specs) <= 1:
             out = []
             for spec in specs:
-                out.append(scan_node(spec, opts, work))
+                with current().scope():  # this node's stages, gone when it is done
+                    out.append(scan_node(spec, opts, work))
                 done(out[-1])
             return out
         results = _pool(specs, range(len(specs)), opts, min(jobs, len(specs)), work, done)
