@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from kvforensics.causes.cause import Cause
 from kvforensics.causes.external import external_allocation, forced_resume
+from kvforensics.causes.pages import page_ask, with_pieces
 from kvforensics.causes.pools import pool_causes
 from kvforensics.causes.tail import root_cause, unreserved_tail
 
@@ -20,13 +21,13 @@ IDS = (
 
 def find_causes(rr) -> list[Cause]:
     """Every cause of the catalogue for one replay (``replay.ReplayResult``)."""
-    causes = [
-        unreserved_tail(rr, root_cause(rr)),
-        external_allocation(rr),
-        forced_resume(rr),
-        *pool_causes(rr.rebuild.oom),
+    ask = page_ask(rr) if rr.rebuild.oom else None
+    page = rr.rebuild.cfg.page_size
+    pools = [
+        with_pieces(c, ask, page) if c.id == "page_granularity" else c
+        for c in pool_causes(rr.rebuild.oom)
     ]
-    return causes
+    return [unreserved_tail(rr, root_cause(rr)), external_allocation(rr), forced_resume(rr), *pools]
 
 
 def in_order(causes: list[Cause]) -> list[Cause]:

@@ -10,29 +10,62 @@ from kvforensics.causes.cause import Cause
 
 
 def root_cause(rr) -> dict | None:
-    """From the ``prefix`` ledger of the start round: the truncated request whose tail was
-    not reserved, and the request admitted after it that ``fixed`` refuses."""
-    pre, fix = rr.results.get("prefix"), rr.results.get("fixed")
-    if pre is None or pre.oom is None:
+    """From the ``prefix`` ledger: the truncation whose tail was not reserved and the
+    request admitted through its gap that ``fixed`` refuses.
+
+    Every truncation up to the out-of-memory is a candidate (a piece that is not its
+    request's last, from ``add_one_req`` or a resumed ``add_chunked_req``): the victim's
+    first, then other requests' (their unreserved tails drew on the same pool), each in
+    order of events. The first with an intruder is the gap that mattered; without one, the
+    victim's first truncation that left chunk budget (else its first) says why not."""
+    fix = rr.results.get("fixed")
+    rows, df = _truncations(rr)
+    if not rows:
         return None
+    victim = rows[0]["rid"]
+    for t in rows:
+        if (t["rem_chunk_after"] or 0) > 0:
+            intruder = _intruder(_after(df, t), fix, t["round"])
+            if intruder is not None:
+                return _figures(rr, t, intruder)
+    mine = [t for t in rows if t["rid"] == victim]
+    t = next((t for t in mine if (t["rem_chunk_after"] or 0) > 0), mine[0])
+    return _figures(rr, t, None)
+
+
+def _truncations(rr) -> tuple[list[dict], pl.DataFrame | None]:
+    """The ``prefix`` ledger's truncations up to its out-of-memory, the victim's first
+    (none when the victim was never truncated), and the ledger's adder calls."""
+    pre = rr.results.get("prefix")
+    if pre is None or pre.oom is None:
+        return [], None
     victim = pre.oom.rid
     df = pre.ledger.to_frame().filter(pl.col("call").is_in(["add_one_req", "add_chunked_req"]))
     trunc = df.filter(
-        (pl.col("rid") == victim) & (pl.col("decision").is_in(["truncated", "resumed"]))
-    )
-    if trunc.is_empty():
-        return None
-    t = trunc.row(0, named=True)
-    cfg = rr.rebuild.cfg
-    after = df.filter(
+        pl.col("decision").is_in(["truncated", "resumed"])
+        & (pl.col("end") < pl.col("seq_len"))
+        & (pl.col("round") <= pre.oom.round)
+    ).sort(pl.col("rid") != victim, "round", "step")
+    if trunc.is_empty() or trunc["rid"][0] != victim:
+        return [], df
+    return trunc.to_dicts(), df
+
+
+def _after(df: pl.DataFrame, t: dict) -> pl.DataFrame:
+    """The requests admitted in ``t``'s round after it."""
+    return df.filter(
         (pl.col("round") == t["round"])
         & (pl.col("step") > t["step"])
         & pl.col("decision").is_in(["full", "truncated"])
     )
-    intruder = _intruder(after, fix, t["round"])
+
+
+def _figures(rr, t: dict, intruder: dict | None) -> dict:
+    """``root_cause``'s fields for truncation ``t`` and the request through its gap."""
+    cfg = rr.rebuild.cfg
     i = intruder or {}
     return {
-        "victim_rid": victim,
+        "victim_rid": t["rid"],
         "victim_seq_len": t["seq_len"],
         "unreserved_tail": t["seq_len"] - t["end"],
         "victim_piece": [t["start"], t["end"]],
@@ -64,6 +97,16 @@ def _intruder(after: pl.DataFrame, fix, rnd: int) -> dict | None:
         if f.is_empty() or f["decision"][0] == "rejected":
             return row
     return None
+
+
+def _considered(rows: list[dict]) -> str:
+    """Every truncation the detector looked at, in the order it looked."""
+    seen = "; ".join(
+        f"round {t['round']} {t['rid']} [{t['start']}, {t['end']}) "
+        f"{t['rem_chunk_after']} chunk budget left"
+        for t in rows
+    )
+    return f"truncations before the out-of-memory ({len(rows)}): {seen}"
 
 
 def _time_of(rr, index: int) -> str | None:
@@ -120,7 +163,8 @@ def unreserved_tail(rr, rc: dict | None) -> Cause:
         f"prefix ledger, round {rnd}: {rc['victim_rid']} truncated to "
         f"[{rc['victim_piece'][0]}, {rc['victim_piece'][1]}), "
         f"{rc['leftover_chunk_budget']} chunk budget left, tail "
-        f"{rc['unreserved_tail']} not reserved"
+        f"{rc['unreserved_tail']} not reserved",
+        _considered(_truncations(rr)[0]),
     ]
     if not rc["leftover_chunk_budget"] or rc["leftover_chunk_budget"] <= 0:
         return Cause(

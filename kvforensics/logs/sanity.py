@@ -8,6 +8,7 @@ negative but not past the same bound; a piece cannot end before it starts."""
 from __future__ import annotations
 
 import math
+from functools import lru_cache
 
 import polars as pl
 
@@ -48,12 +49,16 @@ SIGNED = ("rem_chunk_tokens", "baseline", "rem_total_tokens", "cur_rem_tokens")
 ORDERED = (("extend_start", "extend_end"),)
 
 
-def _reasons(cols: set[str], floats: list[str], ints: list[str]) -> list[pl.Expr]:
-    """One expression per rule: the reason text where a row breaks it, else null."""
-    out: list[pl.Expr] = []
+@lru_cache(maxsize=32)
+def _reasons(
+    cols: frozenset[str], floats: tuple[str, ...], ints: tuple[str, ...]
+) -> list[tuple[pl.Expr, pl.Expr]]:
+    """One (broken, reason text) pair per rule (built once per set of columns: building
+    the expressions costs as much as running them on a chunk)."""
+    out: list[tuple[pl.Expr, pl.Expr]] = []
 
     def rule(bad: pl.Expr, text: pl.Expr) -> None:
-        out.append(pl.when(bad.fill_null(False)).then(text))
+        out.append((bad.fill_null(False), text))
 
     def value(c: str) -> pl.Expr:
         return pl.format(f"{c}={{}}", pl.col(c).cast(pl.String))
@@ -96,15 +101,21 @@ def split_unreadable(
     events: pl.DataFrame, int_fields: list[str], float_fields: list[str]
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
     """(readable events, unreadable ones with a `why` column)."""
-    cols = set(events.columns)
-    ints = [c for c in int_fields if c in cols]
-    floats = [c for c in float_fields if c in cols]
+    cols = frozenset(events.columns)
+    ints = tuple(c for c in int_fields if c in cols)
+    floats = tuple(c for c in float_fields if c in cols)
     reasons = _reasons(cols, floats, ints)
+    none = events.clear().with_columns(pl.lit(None, dtype=pl.String).alias("why"))
     if not reasons or events.height == 0:
-        return events, events.clear().with_columns(pl.lit(None, dtype=pl.String).alias("why"))
-    why = pl.coalesce(reasons).alias("why")
-    tagged = events.with_columns(why)
-    bad = tagged.filter(pl.col("why").is_not_null())
-    if bad.height == 0:
-        return events, bad
-    return tagged.filter(pl.col("why").is_null()).drop("why"), bad
+        return events, none
+    # Each rule is tested alone (cheap: most columns are null on most rows) and texts are
+    # written only for the rules some row breaks, on those rows: formatting every value
+    # of every row, or one wide `any`, costs more than all the tests.
+    hits = events.select([bad.alias(f"r{i}") for i, (bad, _) in enumerate(reasons)])
+    broken = [i for i, c in enumerate(hits.columns) if hits[c].any()]
+    if not broken:
+        return events, none
+    rows = hits.select(pl.any_horizontal([f"r{i}" for i in broken]))
+    rows = rows.to_series()
+    why = pl.coalesce([pl.when(reasons[i][0]).then(reasons[i][1]) for i in broken])
+    return events.filter(~rows), events.filter(rows).with_columns(why.alias("why"))

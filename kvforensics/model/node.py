@@ -184,6 +184,8 @@ class PrefillNode:
         self.cfg, self.policy, self.pool, self.profile = cfg, policy, pool, profile
         if profile.whole_page_free:
             pool.free = cfg.floor_page(pool.free)  # a real allocator holds whole pages
+        if profile.swa_page_per_request and getattr(pool, "swa", False):
+            pool.page_per_request = True
         self.timing = timing
         self.prefix_cache = prefix_cache
         #: round -> tokens taken from the pool by something outside the adder just before

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from dataclasses import dataclass
 
-from kvforensics.model.sizing import pages_for
+from kvforensics.model.sizing import batch_ask, pages_for
 
 
 def oom_message(
@@ -105,10 +105,12 @@ class PagePool:
         "free",
         "held",
         "ops",
+        "page_per_request",
         "page_size",
         "record",
         "round",
         "size",
+        "swa",
         "swa_short",
     )
 
@@ -155,8 +157,12 @@ class PagePool:
         self.record = record
         self.ops: list[PoolOp] = []
         self.round = 0
+        #: a hybrid SWA pool (its line is in the out-of-memory message, even at full size)
+        self.swa = swa_size is not None
         #: how many free slots fewer the SWA pool has than the full pool (0: no SWA pool)
         self.swa_short = size - swa_size if swa_size is not None else 0
+        #: the SWA allocator asks a page per request beyond the tokens (``batch_ask``)
+        self.page_per_request = False
 
     # -- what the adder reads -------------------------------------------------
     def available_size(self) -> int:
@@ -256,6 +262,13 @@ class PagePool:
         """Allocate a whole batch as ``alloc_for_extend`` does: all or out-of-memory."""
         p = self.page_size
         need = sum(pages_for(s, e, p) for _, s, e in pieces)
+        if self.page_per_request:
+            # evicted for, then refused on, the estimate, even where the pages would fit
+            room = batch_ask(pieces, p, True) + self.swa_short
+            if room > self.free + self._evict_total:
+                self.raise_oom(sum(e - s for _, s, e in pieces))
+            if room > self.free:
+                self._evict(room - self.free)
         if need + self.swa_short > self.free + self._evict_total:
             self.raise_oom(sum(e - s for _, s, e in pieces))
         for owner, s, e in pieces:
@@ -267,7 +280,7 @@ class PagePool:
         self._evict(self._evict_total)
         self._op("oom", tokens=tokens)
         evictable = self._evict_total + self._stuck
-        swa = (max(0, self.free - self.swa_short), evictable) if self.swa_short else None
+        swa = (max(0, self.free - self.swa_short), evictable) if self.swa else None
         raise PrefillOutOfMemory(tokens, self.free, evictable, self.cache_kind, swa)
 
     def hold(self, owner: str, tokens: int) -> None:

@@ -73,6 +73,12 @@ class Profile:
     #: ``_lock_node``). So a request that fails both the locked memory check and the input
     #: check is refused OTHER, not NO_TOKEN.
     input_check_before_lock: bool = False
+    #: a hybrid SWA allocator refuses an extend batch whose ``extend_num_tokens`` plus one
+    #: page per request exceeds either pool's free slots, whatever whole pages it needs
+    #: (0.5.9, 0.5.10: ``mem_cache/swa_memory_pool.py``,
+    #: ``SWATokenToKVPoolAllocator.alloc_extend``; 0.5.11 on counts the new pages,
+    #: ``get_num_new_pages``). Applied once, when ``PrefillNode`` takes its pool.
+    swa_page_per_request: bool = False
     #: the SGLang releases whose adder this profile is (first, last), empty for the fork
     releases: tuple[str, ...] = ()
 
@@ -139,6 +145,7 @@ SGLANG_0_5_9 = Profile(
     whole_page_free=True,
     truncated_end_page_floor=False,
     input_check_before_lock=True,
+    swa_page_per_request=True,
     releases=("0.5.9",),
 )
 #: 0.5.10: ``_update_prefill_budget`` charges one page per piece (``page_overhead``); the
@@ -146,8 +153,9 @@ SGLANG_0_5_9 = Profile(
 SGLANG_0_5_10 = replace(SGLANG_0_5_9, name="sglang-0.5.10", page_charge_per_request=True,
                         releases=("0.5.10",))  # fmt: skip
 #: 0.5.11: the memory check counts the page too (``total_tokens = extend + max_new + P``).
+#: The SWA allocator asks for the new pages only.
 SGLANG_0_5_11 = replace(SGLANG_0_5_10, name="sglang-0.5.11", check_counts_page=True,
-                        releases=("0.5.11",))  # fmt: skip
+                        swa_page_per_request=False, releases=("0.5.11",))  # fmt: skip
 #: 0.5.12: a truncated piece's end is floored to a page (``now_input_len``).
 SGLANG_0_5_12 = replace(SGLANG_0_5_11, name="sglang-0.5.12", truncated_end_page_floor=True,
                         releases=("0.5.12",))  # fmt: skip

@@ -23,6 +23,15 @@ def pages_for(start: int, end: int, page: int) -> int:
     return (-(-end // page) - -(-start // page)) * page
 
 
+def batch_ask(pieces: list[tuple[str, int, int]], page: int, page_per_request: bool) -> int:
+    """Slots the allocator wants free for a batch of pieces ``(owner, start, end)``: their
+    new whole pages, or (``page_per_request``: the SWA allocator of 0.5.9 and 0.5.10) their
+    tokens plus a page per piece, an estimate that can exceed the pages."""
+    if page_per_request:
+        return sum(e - s for _, s, e in pieces) + len(pieces) * page
+    return sum(pages_for(s, e, page) for _, s, e in pieces)
+
+
 def align_end(start: int, end: int, align: int) -> int:
     """A non-last piece's end floored to the checkpoint align, unless that reaches the start
     (then the piece keeps its unaligned end). ``align`` 0: no alignment."""

@@ -328,17 +328,15 @@ def _unevictable(rb: Rebuild, start, notes: list[str]) -> int:
 
 
 def _swa_pool(rb: Rebuild, start, notes: list[str]) -> int | None:
-    """The SWA pool's size when the out-of-memory line shows it binding: it holds the same
-    tokens as the full pool (pieces inside the window), so it is short of the full pool by
-    what the two lines differ, from the start round on. The logged size wins."""
+    """The SWA pool's size when the out-of-memory line shows one: it holds the same tokens
+    as the full pool (pieces inside the window), so it is short of the full pool by what
+    the two lines differ (0 when they agree), from the start round on. The logged size
+    wins."""
     o = rb.oom
     if rb.cfg.swa_pool_size is not None or not o or o.swa_available is None:
         return rb.cfg.swa_pool_size
-    got = classify(o.tokens, readings(o))
-    if got.mechanism is not Mechanism.HYBRID_POOL or got.pool != "swa":
-        return None
     short = o.available - o.swa_available
-    if not 0 < short < rb.cfg.pool_size:
+    if not 0 <= short < rb.cfg.pool_size:
         return None
     notes.append(
         f"an SWA pool of {rb.cfg.pool_size - short} slots ({o.where}: {o.swa_available} "

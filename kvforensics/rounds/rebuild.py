@@ -18,8 +18,9 @@ from dataclasses import dataclass, field
 import polars as pl
 
 from kvforensics.model import Config, sizing
+from kvforensics.rounds.batch_index import BatchSizes
 from kvforensics.rounds.drop import Drop
-from kvforensics.rounds.provenance import DERIVED, INFERRED, OBSERVED, Prov, where
+from kvforensics.rounds.provenance import DERIVED, INFERRED, OBSERVED, Prov
 from kvforensics.rounds.ranks import deciding_rank
 from kvforensics.rounds.records import Contradiction, Decision, LoggedOom, Piece, Round
 from kvforensics.rounds.segment import KINDS, Segmenter, rows_of
@@ -322,20 +323,16 @@ def _impossible_baselines(cfg: Config, out: list[Round], contradictions: list) -
                 setattr(r, name, None)
 
 
-#: seconds between a silent round and another rank's batch line about it, at most
-NEAR_BATCH_S = 5
-
-
 class Rebuilder:
     """Raw rounds in, rebuilt rounds out, one at a time; each round's index is given once,
     when it is handed on. ``seq_lens`` (rid -> prompt length) is what later stages need of
     the requests; everything else about a round leaves with it."""
 
-    def __init__(self, cfg: Config, batch_sizes: list[dict] | None = None) -> None:
+    def __init__(self, cfg: Config, batch_sizes: BatchSizes | None = None) -> None:
         self.cfg = cfg
-        #: other ranks' batch lines (``time``, ``new_token``, where): what a silent round's
-        #: piece was when its AttentionStore write leaves the end open
-        self.batch_sizes = batch_sizes or []
+        #: other ranks' batch lines by time: what a silent round's piece was when its
+        #: AttentionStore write leaves the end open
+        self.batch_sizes = batch_sizes if batch_sizes is not None else BatchSizes()
         self.segmenter = Segmenter(cfg)
         self.block: int | None = None  # the AttentionStore block size, once a write is seen
         self.contradictions: list[Contradiction] = []
@@ -359,17 +356,17 @@ class Rebuilder:
         self._late: list[Contradiction] = []  # impossible baselines: told after the rest
 
     # -- what the stream sees -------------------------------------------------
-    def stream(self, rows: Iterable[dict]) -> Iterator[Round]:
+    def stream(self, rows: Iterable[tuple]) -> Iterator[Round]:
         """Rebuilt rounds as the deciding rank's events come (in line order)."""
         for ev in rows:
             yield from self.feed(ev)
         yield from self.finish()
 
-    def feed(self, ev: dict) -> list[Round]:
+    def feed(self, ev: tuple) -> list[Round]:
         """One event; the rounds it completed (usually none, at most a few)."""
         raw = self.segmenter.feed(ev)
         if self.block is None and self.segmenter.first_write is not None:
-            self.block = self.segmenter.first_write["block_size"]
+            self.block = self.segmenter.first_write.block_size
         return self.place(raw) if raw is not None else []
 
     def finish(self) -> list[Round]:
@@ -390,7 +387,7 @@ class Rebuilder:
     def config(self) -> dict[str, Prov]:
         """What the events said about the configuration (the AttentionStore block size)."""
         w = self.segmenter.first_write
-        return {"as_block_size": Prov(self.block, OBSERVED, [where(w)])} if w else {}
+        return {"as_block_size": Prov(self.block, OBSERVED, [w.where])} if w else {}
 
     def collected(self, rounds: list[Round], config: dict[str, Prov], rank: str) -> Rebuild:
         """``rounds`` (all this rebuilder gave) as one ``Rebuild``."""
@@ -590,16 +587,7 @@ class Rebuilder:
     def _batch_size(self, time, least: int, most: int) -> tuple[int, str] | None:
         """The one piece size in [least, most] that other ranks' batch lines near ``time``
         print, with where; None when none does, or they disagree."""
-        if time is None:
-            return None
-        near = {
-            b["new_token"]: b["where"]
-            for b in self.batch_sizes
-            if b["time"] is not None
-            and abs((b["time"] - time).total_seconds()) <= NEAR_BATCH_S
-            and least <= b["new_token"] <= most
-        }
-        return next(iter(near.items())) if len(near) == 1 else None
+        return self.batch_sizes.near(time, least, most)
 
     # -- the out-of-memory ----------------------------------------------------
     def _oom(self, rnd: Round) -> None:
@@ -666,22 +654,15 @@ class Rebuilder:
         return (pinned, True) if pinned is not None else (start, False)
 
 
-def deciding_rows(frame: pl.DataFrame, rank: str) -> Iterator[dict]:
+def deciding_rows(frame: pl.DataFrame, rank: str) -> Iterator[tuple]:
     """The rebuild's events of ``rank`` in one event frame, as rows in line order."""
     ev = frame.filter(pl.col("kind").is_in(KINDS) & (pl.col("rank") == rank))
     return rows_of(ev.sort(["file", "line"]))
 
 
-def other_batches(events: pl.DataFrame, deciding: str) -> list[dict]:
+def other_batches(events: pl.DataFrame, deciding: str) -> BatchSizes:
     """Other ranks' batch lines (time, ``#new-token``, where), for the silent rounds."""
-    if "new_token" not in events.columns:
-        return []
-    lines = events.filter((pl.col("kind") == "prefill_batch") & (pl.col("rank") != deciding))
-    return [
-        {"time": b["time"], "new_token": b["new_token"], "where": where(b)}
-        for b in lines.select("file", "line", "time", "new_token").iter_rows(named=True)
-        if b["new_token"] is not None
-    ]
+    return BatchSizes.of(events, deciding)
 
 
 def rebuild_rounds(

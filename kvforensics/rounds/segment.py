@@ -8,30 +8,11 @@ is complete when the next one starts, so one round of lookahead is all this need
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 from kvforensics.model import Config
-from kvforensics.rounds.provenance import where
 from kvforensics.rounds.records import Decision, LoggedOom, Round
+from kvforensics.rounds.rows import FIELDS, KINDS, Check, Oom, Write, rows_of
 
-#: the event kinds a rebuild reads from the deciding rank
-KINDS = ("adder_check", "adder_result", "hicache_load_back", "as_write", "oom")
-#: the columns of those events it reads (a row is made of these only: far fewer than an
-#: event frame has)
-FIELDS = (
-    "kind", "file", "line", "time", "rid", "seq_len", "prefix_len", "host_hit_len",
-    "rem_chunk_tokens", "baseline", "rem_total_tokens", "cur_rem_tokens", "decision",
-    "result", "extend_start", "extend_end", "loaded", "blocks", "block_size", "oom_tokens",
-    "oom_available", "oom_available_size", "oom_evictable_size", "oom_swa_available",
-    "oom_swa_available_size", "oom_swa_evictable_size", "oom_mamba_available",
-    "oom_mamba_available_size", "oom_mamba_evictable_size",
-)  # fmt: skip
-
-
-def rows_of(frame) -> Iterator[dict]:
-    """A frame of rebuild events as rows of the columns the rebuild reads."""
-    cols = [c for c in FIELDS if c in frame.columns]
-    return frame.select(cols).iter_rows(named=True)
+__all__ = ["FIELDS", "KINDS", "Segmenter", "rows_of"]
 
 
 def _batch_of(rnd: Round, cfg: Config, tokens: int | None) -> bool:
@@ -51,7 +32,7 @@ class Segmenter:
         self.cur: Round | None = None
         self.last_time = None
         #: the first AttentionStore write: its block size and where it was read
-        self.first_write: dict | None = None
+        self.first_write: Write | None = None
         self.oom: LoggedOom | None = None
 
     def _new(self, time) -> Round | None:
@@ -62,26 +43,26 @@ class Segmenter:
         done, self.cur = self.cur, None
         return done
 
-    def feed(self, ev: dict) -> Round | None:
-        kind = ev["kind"]
+    def feed(self, ev: tuple) -> Round | None:
+        kind = ev.kind
         if kind == "adder_check":
             return self._check(ev)
         cur = self.cur
         if kind == "adder_result":
-            if cur and cur.decisions and cur.decisions[-1].rid == ev["rid"]:
+            if cur and cur.decisions and cur.decisions[-1].rid == ev.rid:
                 d = cur.decisions[-1]
-                d.decision, d.result = ev["decision"], ev["result"]
-                d.start, d.end = ev["extend_start"], ev["extend_end"]
+                d.decision, d.result = ev.decision, ev.result
+                d.start, d.end = ev.extend_start, ev.extend_end
         elif kind == "hicache_load_back":
-            if cur and cur.decisions and cur.decisions[-1].rid == ev["rid"]:
-                cur.decisions[-1].loaded = ev["loaded"]
+            if cur and cur.decisions and cur.decisions[-1].rid == ev.rid:
+                cur.decisions[-1].loaded = ev.loaded
         elif kind == "as_write":
             return self._write(ev)
         elif kind == "oom":
             return self._oom(ev)
         return None
 
-    def _boundary(self, ev: dict) -> bool:
+    def _boundary(self, ev: Check) -> bool:
         """Whether this check starts a new adder loop."""
         cfg, cur = self.cfg, self.cur
         last = cur.decisions[-1] if cur and cur.decisions else None
@@ -91,44 +72,49 @@ class Segmenter:
             or cur.oom is not None
             or last is None
             or last.result not in (None, "CONTINUE")
-            or ev["rem_chunk_tokens"] > last.rem_chunk_tokens
+            or ev.rem_chunk_tokens > last.rem_chunk_tokens
         ):
             return True
         if last.decision in ("full", "truncated"):
             spent = cfg.ceil_page(last.end - last.start)
-            if ev["rem_chunk_tokens"] != last.rem_chunk_tokens - spent:
+            if ev.rem_chunk_tokens != last.rem_chunk_tokens - spent:
                 return True  # the budget did not carry over: a new adder
         # Within a round the baseline moves only by the previous admission's load-back and
         # by this request's prefix lock.
-        drop = last.baseline - last.load_back_slots(cfg) - ev["baseline"]
-        if drop < 0 or drop > max(ev["prefix_len"], 0):
+        drop = last.baseline - last.load_back_slots(cfg) - ev.baseline
+        if drop < 0 or drop > max(ev.prefix_len, 0):
             return True
         # One adder loop takes milliseconds: a later second is a later round.
         return (
-            ev["time"] is not None
+            ev.time is not None
             and self.last_time is not None
-            and (ev["time"] - self.last_time).total_seconds() >= 1
+            and (ev.time - self.last_time).total_seconds() >= 1
         )
 
-    def _check(self, ev: dict) -> Round | None:
-        done = self._new(ev["time"]) if self._boundary(ev) else None
-        self.last_time = ev["time"]
+    def _check(self, ev: Check) -> Round | None:
+        done = self._new(ev.time) if self._boundary(ev) else None
+        self.last_time = ev.time
         self.cur.decisions.append(
             Decision(
-                ev["rid"],
-                ev["seq_len"],
-                ev["prefix_len"],
-                ev["host_hit_len"],
-                ev["rem_chunk_tokens"],
-                ev["baseline"],
-                ev["rem_total_tokens"],
-                ev["cur_rem_tokens"],
-                where(ev),
+                ev.rid,
+                ev.seq_len,
+                ev.prefix_len,
+                ev.host_hit_len,
+                ev.rem_chunk_tokens,
+                ev.baseline,
+                ev.rem_total_tokens,
+                ev.cur_rem_tokens,
+                ev.where,
+                # its result line, when it came right after (``rows``); else set by it
+                ev.decision,
+                ev.extend_start,
+                ev.extend_end,
+                ev.result,
             )
         )
         return done
 
-    def _write(self, ev: dict) -> Round | None:
+    def _write(self, ev: Write) -> Round | None:
         """One forward's writes share a round; a rid written twice means another round. A
         write whose block count does not match the piece this round logged for the same
         request belongs to a later, silent round of that request."""
@@ -139,28 +125,28 @@ class Segmenter:
             (
                 d.end
                 for d in (cur.decisions if cur else [])
-                if d.rid == ev["rid"] and d.end is not None
+                if d.rid == ev.rid and d.end is not None
             ),
             None,
         )
-        stale = logged_end is not None and ev["blocks"] != logged_end // ev["block_size"]
+        stale = logged_end is not None and ev.blocks != logged_end // ev.block_size
         done = None
-        if cur is None or cur.oom is not None or stale or any(r == ev["rid"] for r, _, _ in cur.as_writes):
-            done = self._new(ev["time"])
-        self.cur.as_writes.append((ev["rid"], ev["blocks"], where(ev)))
+        if cur is None or cur.oom is not None or stale or any(r == ev.rid for r, _, _ in cur.as_writes):
+            done = self._new(ev.time)
+        self.cur.as_writes.append((ev.rid, ev.blocks, ev.where))
         self.cur.forwarded = True
         return done
 
-    def _oom(self, ev: dict) -> Round | None:
+    def _oom(self, ev: Oom) -> Round | None:
         oom = LoggedOom(
-            ev["oom_tokens"],
-            ev["oom_available"],
-            ev["oom_available_size"],
-            ev["oom_evictable_size"],
-            where(ev),
-            ev["time"].isoformat(sep=" ") if ev["time"] else None,
+            ev.oom_tokens,
+            ev.oom_available,
+            ev.oom_available_size,
+            ev.oom_evictable_size,
+            ev.where,
+            ev.time.isoformat(sep=" ") if ev.time else None,
             *(
-                ev.get(f"oom_{pool}_{part}")
+                getattr(ev, f"oom_{pool}_{part}")
                 for pool in ("swa", "mamba")
                 for part in ("available", "available_size", "evictable_size")
             ),
@@ -170,6 +156,6 @@ class Segmenter:
         cur = self.cur
         done = None
         if cur is None or cur.forwarded or not _batch_of(cur, self.cfg, oom.tokens):
-            done = self._new(ev["time"])
+            done = self._new(ev.time)
         self.cur.oom = oom
         return done

@@ -210,6 +210,7 @@ class LogStream:
         self.cfg, self.config = cfg, conf
         lines = first if self._batches is None else self._batches
         self.rebuilder = Rebuilder(cfg, other_batches(lines, self.rank))
+        self._batches = None  # the index has what the rebuild needs of them
 
     def _batch_lines(self) -> pl.DataFrame:
         """Every batch line of the logs, read ahead: a silent round's piece may need

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kvforensics.model import Config, Inflight, PagePool, PrefillNode, Request, Timing, get_policy
+from kvforensics.model.profiles import get_profile
 from kvforensics.synth.capture import Capture, capture_run
 from kvforensics.synth.clock import Clock
 from kvforensics.synth.ranks import pp0_lines, pp1_lines, pp3_lines
@@ -35,6 +36,8 @@ class Incident:
     avoided_by: tuple[str, ...]
     outside: dict[int, int] = field(default_factory=dict)
     capture: Capture | None = None
+    #: the model profile it ran under (a replay gives it with ``--profile``); None: the fork
+    profile: str | None = None
 
     def run(self) -> Capture:
         if self.capture is None:
@@ -149,20 +152,82 @@ def unreserved_tail(
                     ("fixed", "upstream", "drain", "park"))
 
 
+def late_gap(
+    *, page: int = 64, align: int = 256, chunk: int = 4288, free: int = 16000,
+    first: int = 1088, seq: int = 12000, host: int = 6000, compute: int = 150,
+) -> Incident:
+    """An unreserved tail whose gap is not the victim's first truncation. With a chunk
+    that is not a multiple of ``align``, an aligned piece leaves chunk budget behind. In
+    round 0 ``first`` runs whole and the victim is truncated after it, leaving less budget
+    than the intruder's ``compute`` needs in whole pages: the intruder would be a second
+    chunked request and is refused. In round 1 the victim's resumed piece leaves
+    ``chunk % align`` tokens, enough: the intruder comes through and loads ``host`` tokens
+    back, and the victim's last piece runs out of memory."""
+    cfg = Config(page_size=page, chunked_prefill_size=chunk, max_prefill_tokens=4 * chunk,
+                 pool_size=65536, align_size=align)
+    timing = Timing(round_overhead_s=1.0, transfer_latency_s=30.0)
+
+    def build(policy: str) -> PrefillNode:
+        pool, flight = _held_pool(cfg, free, 4, 30.0)
+        waiting = [Request("as-a", first), Request("as-b", seq),
+                   Request("as-c", host + compute, host_hit=host)]
+        return PrefillNode(cfg, get_policy(policy), pool, waiting=waiting, inflight=flight,
+                           timing=timing)
+
+    return Incident("late_gap", ("unreserved_tail",), cfg, build, "as-b",
+                    ("fixed", "upstream", "drain", "park"))
+
+
 def page_granularity(
     *, page: int = 64, align: int = 256, chunk: int = 4096, free: int = 12000
 ) -> Incident:
     """The same chain as ``unreserved_tail`` on a pool whose free count is not whole pages
     (the fork counts slots as given, like the postmortem's "12000 free"): the victim's
     last, memory-sized piece needs one page more than is left, and the message shows
-    ``N <= available``. The fork's budget charges every piece a page beyond its ceiling,
-    so only a chain like this one gets there: page granularity is where the out-of-memory
-    surfaces, the unreserved tail is the link a policy breaks. (Alone it cannot happen
-    under the fork's books: a memory check that passed covers the pages of every piece it
-    admits, so the pages run short only where memory left after the check.)"""
+    ``N <= available``. Page granularity is where the out-of-memory surfaces, the
+    unreserved tail is the link a policy breaks. (Alone it cannot happen on a single pool
+    of whole pages under any profile: a memory check that passed covers the pages of
+    every piece it admits; README, "Page granularity". ``swa_page_estimate`` is where it
+    can.)"""
     inc = unreserved_tail(page=page, align=align, chunk=chunk, free=free)
     inc.name, inc.holds = "page_granularity", ("unreserved_tail", "page_granularity")
     return inc
+
+
+def swa_page_estimate(
+    *, page: int = 64, align: int = 256, chunk: int = 4160, prefill: int = 4224,
+    free: int = 12160, seq: int = 12000, other: int = 100, release: str = "sglang-0.5.9",
+) -> Incident:
+    """Page granularity alone, under the hybrid SWA allocator of SGLang 0.5.9 and 0.5.10:
+    ``alloc_extend`` wants ``extend_num_tokens`` plus a page per request free in both pools,
+    while the adder's memory check counts no page (and 0.5.9's books charge none). The long
+    request's checks pass on its tokens; in its last round its last piece and a short
+    request (``other`` tokens; 0: none) fit the free slots in whole pages, but not with a
+    page each on top: the message shows ``N <= available`` in both pools.
+
+    The short request waits from the start: the checkpoint alignment leaves chunk budget
+    after each of the long request's pieces (``chunk`` is not a multiple of ``align``), so
+    the adder looks at it every round, and ``max_prefill_tokens`` (``prefill``) refuses it
+    until the last piece is short. Under 0.5.10 the page its books charge each piece leaves
+    the long request's last piece room, and the short request runs out alone in the next
+    round, on its own page. The SWA pool is as large as the full one
+    (``--swa-full-tokens-ratio 1``): the model's adder budgets the full pool, these
+    releases' the smaller of the two, which then agree. No policy changes the last round:
+    each runs out of memory the same."""
+    cfg = Config(page_size=page, chunked_prefill_size=chunk, max_prefill_tokens=prefill,
+                 pool_size=65536, align_size=align, swa_pool_size=65536)
+    timing = Timing(round_overhead_s=1.0, transfer_latency_s=30.0)
+    profile = get_profile(release)
+
+    def build(policy: str) -> PrefillNode:
+        pool, flight = _held_pool(cfg, free, 4, 30.0)
+        waiting = [Request("as-long", seq)] + ([Request("as-short", other)] if other else [])
+        return PrefillNode(cfg, get_policy(policy), pool, waiting=waiting, inflight=flight,
+                           timing=timing, profile=profile)
+
+    victim = "as-short" if other and profile.page_charge_per_request else "as-long"
+    return Incident("swa_page_estimate", ("page_granularity",), cfg, build, victim, (),
+                    profile=release)
 
 
 def eviction_shortfall(
@@ -212,5 +277,7 @@ INCIDENTS: dict[str, Callable[..., Incident]] = {
     "eviction_shortfall": eviction_shortfall,
     "external_allocation": external_allocation,
     "unreserved_tail": unreserved_tail,
+    "late_gap": late_gap,
     "page_granularity": page_granularity,
+    "swa_page_estimate": swa_page_estimate,
 }

@@ -19,7 +19,7 @@ def test_rounds_leave_with_one_round_of_lookahead():
     rb = Rebuilder(cfg)
     seen: list[tuple[int, int]] = []  # (round index, line of the event that completed it)
     for ev in deciding_rows(events, "PP0"):
-        seen += [(r.index, ev["line"]) for r in rb.feed(ev)]
+        seen += [(r.index, _line(ev.where)) for r in rb.feed(ev)]
     seen += [(r.index, 10**9) for r in rb.finish()]
     rounds = rebuild_rounds(events, cfg, {}).rounds
     assert [i for i, _ in seen] == list(range(len(rounds)))

@@ -62,6 +62,27 @@ OTHER_SIZES = {
         "page16": {"page": 16, "free": 12008},
         "page128-align512": {"page": 128, "align": 512, "free": 12000},
     },
+    # a chunk that is not a multiple of the align leaves budget after an aligned piece:
+    # less after the first truncation (behind as-a) than after the resumed one
+    "late_gap": {
+        "default": {},
+        "page16-align128": {"page": 16, "align": 128, "chunk": 2144, "first": 544,
+                            "compute": 80, "seq": 6000, "host": 3000, "free": 8000},
+        "page128-align512": {"page": 128, "align": 512, "chunk": 8576, "first": 2176,
+                             "compute": 300, "seq": 24000, "host": 12000, "free": 32000},
+    },
+}  # fmt: skip
+#: page granularity alone (SGLang 0.5.9's and 0.5.10's SWA allocator): in each the long
+#: request's pieces leave ``chunk % align`` tokens of chunk budget, ``prefill`` refuses the
+#: short request until the last round, whose pieces fit the free slots in whole pages
+OTHER_SIZES["swa_page_estimate"] = {
+    "default": {},
+    "one-piece": {"other": 0, "free": 12032},
+    "sglang-0.5.10": {"release": "sglang-0.5.10"},
+    "page16-align128": {"page": 16, "align": 128, "chunk": 2064, "prefill": 2096,
+                        "seq": 5096, "other": 40, "free": 5152},
+    "page128-align512": {"page": 128, "align": 512, "chunk": 8320, "prefill": 8448,
+                         "seq": 21384, "other": 200, "free": 21760},
 }  # fmt: skip
 SIZES = {"external_allocation": VARIANTS, **OTHER_SIZES}
 
@@ -75,7 +96,7 @@ CASES = [
 def _replayed(tmp_path_factory, name, variant):
     inc = INCIDENTS[name](**(SIZES[name][variant] if variant else {}))
     paths = inc.write(tmp_path_factory.mktemp(f"{name}-{variant}"))
-    return inc, replay_logs(paths, POLICIES)
+    return inc, replay_logs(paths, POLICIES, profile=inc.profile)
 
 
 @pytest.fixture(scope="module", params=CASES, ids=lambda c: f"{c[0]}-{c[1] or 'default'}")
@@ -175,3 +196,78 @@ def test_hybrid_pool_binds_on_the_swa_line_and_every_policy_runs_out(hybrid):
     for name in POLICIES:
         got = rr.results[name].oom
         assert (got.round, got.rid, got.tokens) == (cap.oom.round, inc.victim, cap.oom.tokens)
+
+
+@pytest.fixture(scope="module", params=sorted(OTHER_SIZES["late_gap"]))
+def late(request, tmp_path_factory):
+    return _replayed(tmp_path_factory, "late_gap", request.param)
+
+
+def test_the_gap_that_mattered_is_not_the_victims_first_truncation(late):
+    inc, rr = late
+    steps = [s for rc in inc.run().rounds for s in rc.steps]
+    # as it ran: the first truncation left chunk budget, too little for the intruder's
+    # pages (refused as a second chunked request); the resumed piece's gap let it in
+    first = next(s for s in steps if s["rid"] == inc.victim and s["decision"] == "truncated")
+    refused = next(s for s in steps if s["rid"] == "as-c")
+    assert (refused["round"], refused["decision"]) == (first["round"], "rejected")
+    assert 0 < first["rem_chunk_after"] < inc.cfg.ceil_page(refused["seq_len"] - refused["host_hit"])
+    admitted = next(s for s in steps if s["rid"] == "as-c" and s["decision"] == "full")
+    tail = rr.cause("unreserved_tail")
+    assert tail.held is True
+    f = tail.figures
+    assert (f["round"], f["intruder_rid"], f["victim_rid"]) == (
+        admitted["round"], "as-c", inc.victim,
+    )  # fmt: skip
+    gap = next(s for s in steps if s["round"] == admitted["round"] and s["rid"] == inc.victim)
+    assert gap["decision"] == "resumed"
+    assert f["victim_piece"] == [gap["start"], gap["end"]]
+    assert f["leftover_chunk_budget"] == gap["rem_chunk_after"] == (
+        inc.cfg.chunked_prefill_size % inc.cfg.align_size
+    )
+    assert (f["intruder_load_back"], f["intruder_need"]) == (admitted["load_back"], admitted["need"])
+    # both truncations are named in the evidence, the first one first
+    looked = tail.evidence[1]
+    assert looked.index(f"round {first['round']} {inc.victim} [0, ") < looked.index(
+        f"round {gap['round']} {inc.victim} [{gap['start']}, "
+    )
+    assert rr.as_dict()["root_cause"] == f
+
+
+@pytest.fixture(scope="module", params=sorted(OTHER_SIZES["swa_page_estimate"]))
+def estimate(request, tmp_path_factory):
+    name = "swa_page_estimate"
+    inc = INCIDENTS[name](**OTHER_SIZES[name][request.param])
+    paths = inc.write(tmp_path_factory.mktemp(f"{name}-{request.param}"))
+    return inc, paths, replay_logs(paths, POLICIES, profile=inc.profile)
+
+
+def test_page_granularity_alone_the_tokens_and_the_pages_fit_the_estimate_does_not(estimate):
+    inc, _, rr = estimate
+    cap, page = inc.run(), inc.cfg.page_size
+    oom = cap.oom
+    assert (rr.observed_oom["round"], rr.observed_oom["rid"]) == (oom.round, inc.victim)
+    assert rr.observed_oom["swa_available"] == oom.available  # both pools' lines
+    cause = rr.cause("page_granularity")
+    f = cause.figures
+    pieces = [list(p) for p in cap.oom_round.pieces]
+    assert f["pieces"] == pieces and f["profile"] == inc.profile and f["page_per_request"]
+    tokens = sum(e - s for _, s, e in pieces)
+    pages = sum(inc.cfg.pages_for(s, e) for _, s, e in pieces)
+    # in tokens and in whole pages the batch fits what is free; a page per piece does not
+    assert (f["requested"], f["free"]) == (tokens, oom.available)
+    assert tokens <= f["pages_needed"] == pages <= f["free"] < f["allocator_asks"]
+    assert f["allocator_asks"] == tokens + page * len(pieces)
+    assert f["free_pages"] == oom.available // page
+    assert any(str(f["allocator_asks"]) in e for e in cause.evidence)
+    # nothing forced: the memory check passed with memory left
+    assert rr.cause("forced_resume").held is False and rr.drops == []
+
+
+def test_the_same_logs_under_the_fork_say_no_known_cause(estimate):
+    _, paths, _ = estimate
+    rr = replay_logs(paths, POLICIES)  # the fork's adder lines: the fork profile
+    assert rr.profile.profile.name == "fork" and rr.reproduced is False
+    cause = rr.cause("page_granularity")
+    assert cause.held is False and "would have fit" in cause.summary
+    assert cause.figures["allocator_asks"] == cause.figures["pages_needed"] <= cause.figures["free"]
