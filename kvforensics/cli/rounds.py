@@ -36,7 +36,7 @@ from kvforensics.replay.stock import fork_lines, require_scheduler_log
 from kvforensics.report.terminal import FitTable
 from kvforensics.rounds import from_logs
 from kvforensics.rounds.batches import batch_rounds
-from kvforensics.rounds.ranks import describe_rank
+from kvforensics.rounds.ranks import deciding_rank, describe_rank
 from kvforensics.rounds.stream import LogStream, narrow_rounds
 from kvforensics.rounds.writers import SUFFIXES, write_rounds
 
@@ -81,6 +81,8 @@ def rounds(
             got = from_logs(logs, **args)  # the fork's lines without an adder line
     if release:
         require_scheduler_log(got.summary)
+        if opts.rank is not None:  # a rank no line carries: say which ranks there are
+            deciding_rank(got.events, opts.rank)
         _batch_level(got.events, got.summary, fmt, last, opts.rank)
         return
     events, summary, rb = got.events, got.summary, got.rebuild

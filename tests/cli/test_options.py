@@ -170,3 +170,11 @@ def test_logs_from_different_times_are_one_line_not_a_flood():
     assert "PP3" in d["contradictions"][0]["detail"]
     assert "pp3.log" in d["contradictions"][0]["detail"]
     assert r.returncode == 3
+
+
+def test_rounds_of_a_release_log_with_a_rank_it_lacks_names_the_ranks_there():
+    r = cli("rounds", INC / "pp3.log", "--rank", "PP0")
+    assert r.returncode == 2 and r.stdout == ""
+    (line,) = r.stderr.strip().splitlines()
+    assert "--rank PP0" in line and "PP3 in" in line and "pp3.log" in line
+    assert cli("rounds", INC / "pp3.log", "--rank", "PP3", "--last", "1").returncode == 0
