@@ -20,6 +20,7 @@ from contextvars import ContextVar
 from typing import TypeVar
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 T = TypeVar("T")
@@ -138,7 +139,8 @@ class Stages:
         """A new line; ``unit`` ``"bytes"`` counts in MB (a read, against ``total``)."""
         if self._bar is None:
             return IDLE
-        task = self._bar.add_task(name, total=total, count=_count(0, unit, total))
+        # a name is text, not markup: "exec incident [prefix]" keeps its policy
+        task = self._bar.add_task(escape(name), total=total, count=_count(0, unit, total))
         if self._scopes:
             self._scopes[-1].append(task)
         every = EVERY_BYTES if unit == "bytes" else EVERY
