@@ -1,20 +1,25 @@
 """Benchmark reading large logs: ``replay`` (streamed: every logged round re-run under
 ``prefix``) and the streamed rebuild (``rounds -o``), each next to ``grep -c add_one_req``
-over the same file in the same run, with CPU seconds and peak RSS (``/usr/bin/time``), at
-several log sizes to show whether memory grows.
+over the same file in the same run, with wall and CPU seconds and peak RSS
+(``/usr/bin/time``), at several log sizes to show whether memory grows with the log.
 
     .venv/bin/python scripts/bench_replay.py --sizes 100,500,1000,2000 [--dir /tmp/x] [--keep]
 
-Logs are made under --dir (default /tmp) by scripts/make_large_log.py (an existing
-``bench-<MB>mb.log`` there is reused) and removed after unless --keep. ``--no-rounds``
-skips ``rounds -o``; ``--replay-max-mb`` skips ``replay`` above a size.
+Logs are made under --dir (default the temp dir) by scripts/make_large_log.py (an
+existing ``bench-<MB>mb.log`` there is reused) and removed after unless --keep. The file
+is read once before the runs so that every tool reads it from the page cache; grep runs
+``--grep-runs`` times (its median is the reference: one run is near the timer's
+resolution). ``--no-rounds`` skips ``rounds -o``; ``--replay-max-mb`` skips ``replay``
+above a size. The last lines are the table and how peak RSS moved with the log's size.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -22,6 +27,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 PY = sys.executable
+GIB_MB = 1024
 
 
 def timed(cmd: list[str], timeout: float) -> dict:
@@ -40,9 +46,14 @@ def timed(cmd: list[str], timeout: float) -> dict:
         "wall_s": round(field("Elapsed (wall clock) time (h:mm:ss or m:ss)"), 2),
         "cpu_s": round(field("User time (seconds)") + field("System time (seconds)"), 2),
         "peak_rss_mb": round(field("Maximum resident set size (kbytes)") / 1024),
-        "stdout": out.stdout[-300:],
         "stdout_full": out.stdout,
+        "stderr_tail": "" if out.returncode == 0 else rep[-400:],
     }
+
+
+def _seconds(text: str) -> float:
+    parts = [float(p) for p in text.split(":")]
+    return sum(p * 60**i for i, p in enumerate(reversed(parts)))
 
 
 def _replayed(stdout: str) -> dict:
@@ -60,63 +71,59 @@ def _replayed(stdout: str) -> dict:
     }
 
 
-def _seconds(text: str) -> float:
-    parts = [float(p) for p in text.split(":")]
-    return sum(p * 60**i for i, p in enumerate(reversed(parts)))
+def _grep(log: Path, runs: int, timeout: float) -> dict:
+    """grep's median run (wall and CPU taken separately), and its count of lines."""
+    got = [timed(["grep", "-c", "add_one_req", str(log)], timeout) for _ in range(runs)]
+    return {
+        "rc": got[0]["rc"],
+        "wall_s": statistics.median(g["wall_s"] for g in got),
+        "cpu_s": statistics.median(g["cpu_s"] for g in got),
+        "peak_rss_mb": max(g["peak_rss_mb"] for g in got),
+        "lines": got[0]["stdout_full"].strip(),
+        "runs": runs,
+    }
 
 
-def bench(
-    mb: int, workdir: Path, replay_max_mb: float, keep: bool, timeout: float, rounds: bool
-) -> dict:
-    log = workdir / f"bench-{mb}mb.log"
+def _make(log: Path, mb: int) -> None:
     if not log.exists():
-        subprocess.run(
-            [PY, str(ROOT / "scripts" / "make_large_log.py"), str(log), "--mb", str(mb)],
-            check=True,
-            cwd=ROOT,
-        )
+        cmd = [PY, str(ROOT / "scripts" / "make_large_log.py"), str(log), "--mb", str(mb)]
+        subprocess.run(cmd, check=True, cwd=ROOT)
+    with log.open("rb") as fh:  # into the page cache, for grep and the tool alike
+        while fh.read(16 << 20):
+            pass
+
+
+def bench(mb: int, workdir: Path, args: argparse.Namespace) -> dict:
+    log = workdir / f"bench-{mb}mb.log"
+    _make(log, mb)
     size = log.stat().st_size / 1e6
-    row: dict = {"log_mb": round(size), "file": str(log)}
-    row["grep"] = timed(["grep", "-c", "add_one_req", str(log)], timeout)
-    if rounds:
+    row: dict = {"log_mb": round(size), "load_avg": round(os.getloadavg()[0], 1)}
+    row["grep"] = _grep(log, args.grep_runs, args.timeout)
+    if args.rounds:
         out = workdir / f"bench-{mb}mb.ndjson"
-        row["rounds_o"] = timed(
-            [PY, "-m", "kvforensics", "rounds", str(log), "-o", str(out), "--no-progress"],
-            timeout,
-        )
+        cmd = [PY, "-m", "kvforensics", "rounds", str(log), "-o", str(out), "--no-progress"]
+        row["rounds_o"] = timed(cmd, args.timeout)
+        row["rounds_o"].pop("stdout_full")
         out.unlink(missing_ok=True)
-    if size <= replay_max_mb:
-        rp = timed([PY, "-m", "kvforensics", "replay", str(log), "--format", "json"], timeout)
-        row["replay"] = rp
+    if size <= args.replay_max_mb:
+        cmd = [PY, "-m", "kvforensics", "replay", str(log), "--format", "json", "--no-progress"]
+        rp = timed(cmd, args.timeout)
         rp.update(_replayed(rp.pop("stdout_full")))
-        rp["stdout"] = ""
+        row["replay"] = rp
     g, gc = row["grep"]["wall_s"] or 0.01, row["grep"]["cpu_s"] or 0.01
     for k in ("rounds_o", "replay"):
         if k in row:
             row[k]["x_grep_wall"] = round(row[k]["wall_s"] / g, 1)
             row[k]["x_grep_cpu"] = round(row[k]["cpu_s"] / gc, 1)
-    if not keep:
+    if not args.keep:
         log.unlink(missing_ok=True)
     return row
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--sizes", default="100,500,1000,2000", help="log sizes in MB")
-    ap.add_argument("--dir", type=Path, default=Path(tempfile.gettempdir()))
-    ap.add_argument("--replay-max-mb", type=float, default=float("inf"))
-    ap.add_argument("--no-rounds", action="store_true", help="skip rounds -o")
-    ap.add_argument("--timeout", type=float, default=3600.0)
-    ap.add_argument("--keep", action="store_true", help="keep the generated logs")
-    args = ap.parse_args()
-    rows = []
-    for s in args.sizes.split(","):
-        rows.append(
-            bench(int(s), args.dir, args.replay_max_mb, args.keep, args.timeout, not args.no_rounds)
-        )
-        print(json.dumps(rows[-1]), flush=True)
-    print(f"{'log MB':>7} {'grep wall/cpu s':>16} | {'replay wall/cpu s':>18} {'x grep wall/cpu':>16} "
-          f"{'peak MB':>8} {'rounds re-run':>14} | {'rounds -o cpu s':>16} {'peak MB':>8}")  # fmt: skip
+def table(rows: list[dict]) -> None:
+    print(f"{'log MB':>7} {'load':>5} {'grep wall/cpu s':>16} | {'replay wall/cpu s':>18} "
+          f"{'x grep wall/cpu':>16} {'peak MB':>8} {'logged re-run':>14} | "
+          f"{'rounds -o cpu s':>16} {'peak MB':>8}")  # fmt: skip
     for r in rows:
         gr, rp, ro = r["grep"], r.get("replay"), r.get("rounds_o")
         rep = (
@@ -126,7 +133,40 @@ def main() -> None:
             else f"{'(not run)':>58}"
         )
         rnd = f"{ro['cpu_s']:>16} {ro['peak_rss_mb']:>8}" if ro else f"{'(not run)':>25}"
-        print(f"{r['log_mb']:>7} {gr['wall_s']:>7}/{gr['cpu_s']:<8} | {rep} | {rnd}")
+        print(f"{r['log_mb']:>7} {r['load_avg']:>5} {gr['wall_s']:>7}/{gr['cpu_s']:<8} | {rep} | {rnd}")
+
+
+def rss_growth(rows: list[dict]) -> None:
+    """How peak RSS moved between the smallest and the largest log replayed."""
+    got = [(r["log_mb"], r["replay"]["peak_rss_mb"]) for r in rows if "replay" in r]
+    if len(got) < 2:
+        return
+    (m0, r0), (m1, r1) = min(got), max(got)
+    per_gb = (r1 - r0) / ((m1 - m0) / 1000) if m1 > m0 else 0.0
+    worst = max(r for _, r in got)
+    print(
+        f"peak RSS {r0} MB at {m0} MB of log, {r1} MB at {m1} MB: {per_gb:+.0f} MB per GB of "
+        f"log; largest {worst} MB ({'within' if worst <= GIB_MB else 'over'} 1 GiB)"
+    )
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sizes", default="100,500,1000,2000", help="log sizes in MB")
+    ap.add_argument("--dir", type=Path, default=Path(tempfile.gettempdir()))
+    ap.add_argument("--replay-max-mb", type=float, default=float("inf"))
+    ap.add_argument("--no-rounds", dest="rounds", action="store_false", help="skip rounds -o")
+    ap.add_argument("--grep-runs", type=int, default=3)
+    ap.add_argument("--timeout", type=float, default=3600.0)
+    ap.add_argument("--keep", action="store_true", help="keep the generated logs")
+    args = ap.parse_args()
+    args.dir.mkdir(parents=True, exist_ok=True)
+    rows = []
+    for s in args.sizes.split(","):
+        rows.append(bench(int(s), args.dir, args))
+        print(json.dumps(rows[-1]), flush=True)
+    table(rows)
+    rss_growth(rows)
 
 
 if __name__ == "__main__":

@@ -28,7 +28,7 @@ from kvforensics.outputs import check_output
 from kvforensics.replay import EXIT_MISMATCH, EXIT_NOT_REPRODUCED
 from kvforensics.report import manifest
 from kvforensics.report.figures import HISTORY_ROUNDS
-from kvforensics.report.inputs import are_logs, replay_inputs, run_scenario
+from kvforensics.report.inputs import are_logs, replay_inputs, scenario_runs
 from kvforensics.report.report import write_report
 from kvforensics.report.story import history, log_report
 
@@ -111,6 +111,7 @@ def _on_logs(inputs, out, names, opts: LogOptions, round_no, title, force):
         force=force,
         history=history(rr, HISTORY_ROUNDS),
         log_notes=rr.summary.notes(),
+        sizing=(rr.rebuild.cfg, rr.profile.profile),
     )
     return rr, paths
 
@@ -118,7 +119,7 @@ def _on_logs(inputs, out, names, opts: LogOptions, round_no, title, force):
 def _on_scenario(inputs, out, names, round_no, title, force):
     if len(inputs) != 1:
         raise InputError("report takes one scenario, or log files")
-    results = run_scenario(inputs[0], names)
+    results, sizing = scenario_runs(inputs[0], names)
     return write_report(
         out,
         results,
@@ -126,4 +127,5 @@ def _on_scenario(inputs, out, names, round_no, title, force):
         focus_round=round_no,
         inputs=inputs,
         force=force,
+        sizing=sizing,
     )

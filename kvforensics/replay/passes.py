@@ -13,6 +13,7 @@ from datetime import datetime
 
 from kvforensics.model import Config
 from kvforensics.model.profiles import FORK, Profile
+from kvforensics.replay.arrivals import Arrivals
 from kvforensics.replay.fidelity import FidelityCheck
 from kvforensics.replay.transfers import Traffic
 from kvforensics.rounds import Round
@@ -81,6 +82,9 @@ class RoundPass:
         #: rid -> (the logged round it was first truncated in, the times since), while
         #: it is unfinished
         self._truncated: dict[str, tuple[Round, Timed]] = {}
+        #: the requests first shown since each of those truncations (the arrivals of a
+        #: forward run from there)
+        self.arrivals = Arrivals()
         self._ooms: list[Round] = []
         #: the timed rounds since the last logged one (it included)
         self.since_logged = Timed()
@@ -97,6 +101,7 @@ class RoundPass:
         self.timed.add(rnd)
         for _, since in self._truncated.values():
             since.add(rnd)
+        self.arrivals.add(rnd)
         self._keep(rnd)
         if rnd.decisions:
             self.logged += 1
@@ -106,12 +111,14 @@ class RoundPass:
         for d in rnd.decisions:
             if d.decision == "truncated" and d.rid not in self._truncated:
                 self._truncated[d.rid] = (rnd, Timed.of([rnd]))
+                self.arrivals.open(d.rid, rnd)
         if rnd.oom is not None:
             self._ooms.append(rnd)
             return
         for p in rnd.pieces:
             if p.end == self.seq_lens.get(p.rid):  # finished: forget it
                 self._truncated.pop(p.rid, None)
+                self.arrivals.close(p.rid)
                 del self.seq_lens[p.rid]
 
     def late(self, rnd: Round) -> None:

@@ -17,10 +17,11 @@ from kvforensics.logs.source import check_readable
 from kvforensics.model import PrefillNode, RunResult, Timing
 from kvforensics.model.profiles import FORK, Profile
 from kvforensics.progress import IDLE, current, run_shown
+from kvforensics.replay.arrivals import Shown
 from kvforensics.replay.fidelity import Fidelity
 from kvforensics.replay.passes import WINDOW, RoundPass, Timed
 from kvforensics.replay.profile_choice import ProfileChoice, choose_profile
-from kvforensics.replay.state import node_at
+from kvforensics.replay.state import arrivals_after, node_at
 from kvforensics.replay.stock import StockAnalysis, analyse_stock, fork_lines
 from kvforensics.replay.transfers import estimate_latency
 from kvforensics.replay.verdict import first_token_delays
@@ -264,10 +265,11 @@ def _round_seconds(timed: Timed) -> float:
 def _run_policies(
     rr: ReplayResult, ps: RoundPass, policies: list[str], transfer_seconds, profile: Profile = FORK
 ) -> None:
-    """Every policy forward from the start round, the observed outside allocations
-    replayed where they were seen (a fact of the world, not a decision)."""
+    """Every policy forward from the start round, the observed outside allocations and
+    the requests that arrived since replayed where they were seen (facts of the world, not
+    decisions)."""
     rb = rr.rebuild
-    start, later = _start_round(rb, ps)
+    start, later, shown = _start_round(rb, ps)
     if start is None:
         return
     rr.start_round = start.index
@@ -285,18 +287,20 @@ def _run_policies(
             + " (observed falls of the baseline; held to the end of the run)"
         )
 
+    _note_arrivals(shown, start, timing.round_overhead_s, rr.assumptions)
     stuck = _unevictable(rb, start, rr.assumptions)
     swa = _swa_pool(rb, start, rr.assumptions)
 
     def build(policy: str, seconds: float | None = None):
         t, inf = timing, inflight
+        arrivals = arrivals_after(shown, start, timing.round_overhead_s)
         if seconds is not None:  # same transfers, each ending ``shift`` later
             shift = seconds - timing.transfer_latency_s
             t = replace(timing, transfer_latency_s=seconds)
             inf = [(rid, n, at + shift) for rid, n, at in inflight]
         return node_at(
-            rb, start, policy, inflight=inf, timing=t, outside=outside, unevictable=stuck,
-            swa_pool_size=swa, profile=profile,
+            rb, start, policy, arrivals=arrivals, inflight=inf, timing=t, outside=outside,
+            unevictable=stuck, swa_pool_size=swa, profile=profile,
         )  # fmt: skip
 
     rr.build_node = build
@@ -308,6 +312,22 @@ def _run_policies(
         rr.reproduced = bool(got) and (got.round, got.rid, got.tokens, got.available) == (
             o.round, o.rid, o.tokens, o.available,
         )  # fmt: skip
+
+
+def _note_arrivals(shown: list[Shown], start: Round, per_round: float, notes: list[str]) -> None:
+    if not shown:
+        return
+    first, last = shown[0].round, shown[-1].round
+    where = f"round {first}" if first == last else f"rounds {first}..{last}"
+    many = len(shown) > 1
+    notes.append(
+        f"{len(shown)} request{'s' * many} first shown after round {start.index} ({where}) "
+        f"replayed as {'arrivals' if many else 'an arrival'} under every policy, "
+        f"{'each ' * many}half a round before the round that first shows it (the node's "
+        f"clock: a round lasts {per_round:.2f} s from round {start.index}), with the lengths "
+        "of its first check (observed); one that waited unseen behind a refusal is taken to "
+        "arrive then too (assumed)"
+    )
 
 
 def _unevictable(rb: Rebuild, start, notes: list[str]) -> int:
@@ -347,16 +367,17 @@ def _swa_pool(rb: Rebuild, start, notes: list[str]) -> int | None:
     return rb.cfg.pool_size - short
 
 
-def _start_round(rb: Rebuild, ps: RoundPass) -> tuple[Round | None, Timed | None]:
+def _start_round(rb: Rebuild, ps: RoundPass) -> tuple[Round | None, Timed | None, list[Shown]]:
     """The logged round where the request that ran out of memory was first truncated;
-    without an out-of-memory, the last logged round. With it, the timed rounds since."""
+    without an out-of-memory, the last logged round. With it, the timed rounds since and
+    the requests first shown since (none after the last logged round)."""
     if ps.last_logged is None:
-        return None, None
+        return None, None, []
     if rb.oom and rb.oom.rid:
         found = ps.truncation(rb.oom.rid)
         if found is not None:
-            return found
-    return ps.last_logged, ps.since_logged
+            return *found, ps.arrivals.since(rb.oom.rid)
+    return ps.last_logged, ps.since_logged, []
 
 
 def _transfer_model(

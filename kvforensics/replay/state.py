@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+from collections.abc import Sequence
 
 from kvforensics.model import (
     Config,
@@ -14,6 +15,7 @@ from kvforensics.model import (
     get_policy,
 )
 from kvforensics.model.profiles import FORK, Profile
+from kvforensics.replay.arrivals import Shown
 from kvforensics.rounds import Rebuild, Round
 
 
@@ -29,12 +31,28 @@ def lock_drops(rnd: Round, rb_cfg) -> dict[str, int]:
     return drops
 
 
+def arrivals_after(
+    shown: Sequence[Shown], start: Round, per_round: float, start_time: float = 0.0
+) -> list[Request]:
+    """The requests first shown after ``start``, as arrivals on the node's clock: round
+    ``start + k`` begins ``k`` rounds of ``per_round`` seconds after ``start_time``, and
+    each request arrives half a round before the round that first shows it (so that under
+    ``prefix`` it waits in the queue by that round and not in the round before)."""
+    half = start.index + 0.5
+    at = [start_time + (s.round - half) * per_round for s in shown]
+    return [
+        Request(s.rid, s.seq_len, s.prefix_len, s.host_hit_len, arrival=t)
+        for s, t in zip(shown, at, strict=True)
+    ]
+
+
 def node_at(
     rb: Rebuild,
     rnd: Round,
     policy: str,
     *,
     extra_waiting: list[Request] = (),
+    arrivals: Sequence[Request] = (),
     inflight: list[tuple[str, int, float]] = (),
     timing: Timing | None = None,
     start_time: float = 0.0,
@@ -43,8 +61,9 @@ def node_at(
     swa_pool_size: int | None = None,
     profile: Profile = FORK,
 ) -> PrefillNode:
-    """A node at the start of ``rnd``: its baseline, its chunked request, its queue
-    (``swa_pool_size``: an SWA pool the logs show, not in the startup lines)."""
+    """A node at the start of ``rnd``: its baseline, its chunked request, its queue, the
+    requests that join it later (``arrivals``) (``swa_pool_size``: an SWA pool the logs
+    show, not in the startup lines)."""
     cfg: Config = rb.cfg
     if swa_pool_size is not None:
         cfg = cfg.with_(swa_pool_size=swa_pool_size)
@@ -92,5 +111,6 @@ def node_at(
         start_time=start_time,
     )
     return PrefillNode.from_state(
-        cfg, get_policy(policy), state, timing=timing, outside=outside, profile=profile
-    )
+        cfg, get_policy(policy), state, arrivals=list(arrivals), timing=timing,
+        outside=outside, profile=profile,
+    )  # fmt: skip

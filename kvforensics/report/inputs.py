@@ -10,7 +10,8 @@ import polars as pl
 
 from kvforensics.errors import InputError
 from kvforensics.ledger_io import read_ledger
-from kvforensics.model import POLICIES, RunResult
+from kvforensics.model import POLICIES, Config, RunResult
+from kvforensics.model.profiles import Profile, get_profile
 from kvforensics.progress import run_shown
 from kvforensics.report.ledgers import normalize, policies_in, select_policy
 
@@ -29,10 +30,18 @@ def check_policies(names: Sequence[str]) -> list[str]:
 
 
 def run_scenario(path: Path, policies: Sequence[str]) -> dict[str, RunResult]:
+    return scenario_runs(path, policies)[0]
+
+
+def scenario_runs(
+    path: Path, policies: Sequence[str]
+) -> tuple[dict[str, RunResult], tuple[Config, Profile]]:
+    """The runs of a scenario, and the configuration and model profile they used."""
     from kvforensics.scenario import load_scenario
 
     sc = load_scenario(path)
-    return {p: run_shown(sc.build_node(p), f"policy {p}") for p in check_policies(policies)}
+    results = {p: run_shown(sc.build_node(p), f"policy {p}") for p in check_policies(policies)}
+    return results, (sc.cfg, get_profile(sc.profile))
 
 
 def ledgers_from_file(path: Path, policies: Sequence[str] | None) -> dict[str, pl.DataFrame]:

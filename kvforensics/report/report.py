@@ -13,7 +13,8 @@ import polars as pl
 
 from kvforensics.errors import InputError
 from kvforensics.ledger_io import write_frame
-from kvforensics.model import RunResult
+from kvforensics.model import Config, RunResult
+from kvforensics.model.profiles import Profile
 from kvforensics.outputs import atomic_write_text, check_not_input
 from kvforensics.progress import current
 from kvforensics.report import _fmt, manifest
@@ -37,6 +38,22 @@ def outcome_sentence(r: RunResult) -> str:
     left = sorted(rid for rid, q in r.requests.items() if q.finished_round is None)
     tail = f"; still unfinished: {', '.join(left)}" if left else "; every request finished"
     return f"`{r.policy}`: no out of memory in {len(r.rounds)} rounds{tail}."
+
+
+def need_legend(sizing: tuple[Config, Profile] | None) -> str:
+    """What the books' memory need adds up to under the profile the runs used (its
+    ``max_new`` and ``check_page``, from the model)."""
+    if sizing is None:
+        return "memory need = what the adder's memory check asks for"
+    cfg, profile = sizing
+    max_new = profile.max_new(cfg)
+    clipped = (
+        f" (max_new_tokens {cfg.max_new_tokens} clipped to {max_new})"
+        if max_new < cfg.max_new_tokens
+        else ""
+    )
+    page = " + page" if profile.check_page(cfg) else f", no page ({profile.name}'s check counts none)"
+    return f"memory need = remaining prompt (including host hits) + {max_new}{clipped}{page}"
 
 
 def pick_focus(results: Mapping[str, RunResult]) -> int | None:
@@ -152,6 +169,7 @@ def write_report(
     force: bool = False,
     history: list[tuple[int, int]] = (),
     log_notes: Sequence[str] | None = None,
+    sizing: tuple[Config, Profile] | None = None,
 ) -> list[Path]:
     """Write the attachment into `out_dir`; returns the files written (report.md first).
 
@@ -160,7 +178,9 @@ def write_report(
     the results came from: nothing is written over them. A non-empty `out_dir` is refused
     unless ``force``, which replaces only an earlier report's files. ``history`` is the
     pool use logged before the first round, drawn as context. ``log_notes``: what the
-    reader could not read in the logs (cut files, unreadable lines), in a section."""
+    reader could not read in the logs (cut files, unreadable lines), in a section.
+    ``sizing``: the configuration and model profile the runs used (what the books' legend
+    says the memory need counts)."""
     if not results:
         raise InputError("nothing to report: no policy results")
     out = Path(out_dir)
@@ -194,7 +214,7 @@ def write_report(
         files.advance()
 
     names = [p.name for p in written] + [manifest.MANIFEST]
-    md = _markdown(results, title, story, evidence, focus, names, log_notes)
+    md = _markdown(results, title, story, evidence, focus, names, log_notes, need_legend(sizing))
     md = _shortened(md, names, _rids(results, events))
     atomic_write_text(paths["md"], md)
     files.advance()
@@ -227,7 +247,7 @@ def _log_notes_md(notes: Sequence[str]) -> list[str]:
     return [*lines, ""]
 
 
-def _markdown(results, title, story, evidence, focus, files, log_notes=None) -> str:
+def _markdown(results, title, story, evidence, focus, files, log_notes, legend) -> str:
     out = [f"# {title}", ""]
     if story:
         out += story
@@ -250,7 +270,7 @@ def _markdown(results, title, story, evidence, focus, files, log_notes=None) -> 
         pair = _pair(results)
         out += [f"### Round {focus}'s books under {' and '.join(f'`{p}`' for p in pair)}", ""]
         out.append(
-            "Columns: memory need = remaining prompt (including host hits) + 1 + page; "
+            f"Columns: {legend}; "
             "offsets shown before → after the step; chunk budget before → after."
         )
         sub = {p: results[p] for p in pair}

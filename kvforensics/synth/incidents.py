@@ -155,6 +155,7 @@ def unreserved_tail(
 def late_gap(
     *, page: int = 64, align: int = 256, chunk: int = 4288, free: int = 16000,
     first: int = 1088, seq: int = 12000, host: int = 6000, compute: int = 150,
+    arrival: float | None = None,
 ) -> Incident:
     """An unreserved tail whose gap is not the victim's first truncation. With a chunk
     that is not a multiple of ``align``, an aligned piece leaves chunk budget behind. In
@@ -162,20 +163,37 @@ def late_gap(
     than the intruder's ``compute`` needs in whole pages: the intruder would be a second
     chunked request and is refused. In round 1 the victim's resumed piece leaves
     ``chunk % align`` tokens, enough: the intruder comes through and loads ``host`` tokens
-    back, and the victim's last piece runs out of memory."""
+    back, and the victim's last piece runs out of memory. ``arrival``: the intruder arrives
+    then instead of waiting from the start."""
     cfg = Config(page_size=page, chunked_prefill_size=chunk, max_prefill_tokens=4 * chunk,
                  pool_size=65536, align_size=align)
     timing = Timing(round_overhead_s=1.0, transfer_latency_s=30.0)
 
     def build(policy: str) -> PrefillNode:
         pool, flight = _held_pool(cfg, free, 4, 30.0)
-        waiting = [Request("as-a", first), Request("as-b", seq),
-                   Request("as-c", host + compute, host_hit=host)]
-        return PrefillNode(cfg, get_policy(policy), pool, waiting=waiting, inflight=flight,
-                           timing=timing)
+        intruder = Request("as-c", host + compute, host_hit=host, arrival=arrival or 0.0)
+        waiting = [Request("as-a", first), Request("as-b", seq)]
+        return PrefillNode(cfg, get_policy(policy), pool, inflight=flight, timing=timing,
+                           waiting=waiting + ([] if arrival else [intruder]),
+                           arrivals=[intruder] if arrival else [])
 
     return Incident("late_gap", ("unreserved_tail",), cfg, build, "as-b",
                     ("fixed", "upstream", "drain", "park"))
+
+
+def late_arrival(
+    *, page: int = 64, align: int = 256, chunk: int = 4288, free: int = 16000,
+    first: int = 1088, seq: int = 12000, host: int = 6000, compute: int = 150,
+) -> Incident:
+    """``late_gap`` with an intruder that is not there yet when the victim is first
+    truncated: it arrives between round 0 and round 1, so the round a forward run starts
+    from never shows it, and it comes through the gap the victim's resumed piece leaves.
+    Only a replay that keeps the arrival as a fact of the world runs into the
+    out-of-memory."""
+    inc = late_gap(page=page, align=align, chunk=chunk, free=free, first=first, seq=seq,
+                   host=host, compute=compute, arrival=0.5)
+    inc.name = "late_arrival"
+    return inc
 
 
 def page_granularity(
@@ -278,6 +296,7 @@ INCIDENTS: dict[str, Callable[..., Incident]] = {
     "external_allocation": external_allocation,
     "unreserved_tail": unreserved_tail,
     "late_gap": late_gap,
+    "late_arrival": late_arrival,
     "page_granularity": page_granularity,
     "swa_page_estimate": swa_page_estimate,
 }

@@ -72,6 +72,8 @@ OTHER_SIZES = {
                              "compute": 300, "seq": 24000, "host": 12000, "free": 32000},
     },
 }  # fmt: skip
+#: the same sizes with an intruder that arrives after the victim's first truncation
+OTHER_SIZES["late_arrival"] = OTHER_SIZES["late_gap"]
 #: page granularity alone (SGLang 0.5.9's and 0.5.10's SWA allocator): in each the long
 #: request's pieces leave ``chunk % align`` tokens of chunk budget, ``prefill`` refuses the
 #: short request until the last round, whose pieces fit the free slots in whole pages
@@ -232,6 +234,44 @@ def test_the_gap_that_mattered_is_not_the_victims_first_truncation(late):
         f"round {gap['round']} {inc.victim} [{gap['start']}, "
     )
     assert rr.as_dict()["root_cause"] == f
+
+
+@pytest.fixture(scope="module", params=sorted(OTHER_SIZES["late_arrival"]))
+def arrival(request, tmp_path_factory):
+    return _replayed(tmp_path_factory, "late_arrival", request.param)
+
+
+def test_a_request_that_arrives_after_the_start_round_is_replayed_under_every_policy(arrival):
+    inc, rr = arrival
+    cap = inc.run()
+    shown = {}  # rid -> the first round whose adder lines show it
+    for rc in cap.rounds:
+        for s in rc.steps:
+            shown.setdefault(s["rid"], rc.round)
+    # the forward run starts where the victim was first truncated, before the intruder
+    assert rr.start_round == shown[inc.victim] < shown["as-c"]
+    start = next(r for r in rr.rebuild.rounds if r.index == rr.start_round)
+    assert "as-c" not in {d.rid for d in start.decisions}
+    # under prefix the run is the one that happened, out-of-memory included
+    ran = [(rc.round, rc.pieces) for rc in cap.rounds]
+    prefix = rr.results["prefix"]
+    assert [(r.round, r.pieces) for r in prefix.rounds] == ran
+    assert (prefix.oom.round, prefix.oom.rid, prefix.oom.tokens) == (
+        cap.oom.round, inc.victim, cap.oom.tokens,
+    )  # fmt: skip
+    tail = rr.cause("unreserved_tail")
+    assert tail.held is True
+    assert (tail.figures["intruder_rid"], tail.figures["round"]) == ("as-c", shown["as-c"])
+    # every policy meets the same arrival, never before the log shows it, and the fixes
+    # run it after the victim instead of through the gap
+    for name in POLICIES:
+        res = rr.results[name]
+        assert res.oom is None, name
+        first = res.requests["as-c"].pieces[0][0]
+        assert first >= shown["as-c"], name
+        assert res.requests["as-c"].finished_round > res.requests[inc.victim].finished_round
+    assert any("first shown after round" in a and "as an arrival under every policy" in a
+               for a in rr.assumptions)  # fmt: skip
 
 
 @pytest.fixture(scope="module", params=sorted(OTHER_SIZES["swa_page_estimate"]))
