@@ -315,6 +315,7 @@ def _run_policies(
 
 
 def _note_arrivals(shown: list[Shown], start: Round, per_round: float, notes: list[str]) -> None:
+    """Say which requests the forward runs meet as arrivals, and when on their clock."""
     if not shown:
         return
     first, last = shown[0].round, shown[-1].round

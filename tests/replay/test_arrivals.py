@@ -84,3 +84,13 @@ def test_the_arrivals_of_a_request_no_longer_chunked_are_forgotten():
     assert arr.since("x") == [] and [s.rid for s in arr.since("y")] == ["d"]
     arr.close("y")
     assert arr.since("y") == []
+
+
+def test_a_streamed_replay_keeps_the_arrivals(tmp_path):
+    from kvforensics.synth.incidents import late_arrival
+
+    paths = late_arrival().write(tmp_path)
+    whole = replay_logs(paths, ["fixed", "park"])
+    streamed = replay_logs(paths, ["fixed", "park"], stream=True, window=50)
+    assert streamed.as_dict() == whole.as_dict()
+    assert streamed.reproduced is True and "as-c" in streamed.results["park"].requests
