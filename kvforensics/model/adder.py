@@ -7,19 +7,15 @@ allocator is asked for afterwards.
 
 from __future__ import annotations
 
-from functools import partial
-
 from kvforensics.model import sizing
 from kvforensics.model.budget import AddResult, Budget
 from kvforensics.model.config import Config
-from kvforensics.model.ledger import Ledger, Step
+from kvforensics.model.ledger import Ledger, Step, appender, from_values
 from kvforensics.model.policies import Policy
 from kvforensics.model.pool import PagePool
 from kvforensics.model.profiles import FORK, Profile
 from kvforensics.model.request import Request
 
-#: a record from its values in field order (the hot path: no keyword matching)
-_new = partial(tuple.__new__, Step)
 ceil_page = sizing.ceil_page
 memory_need = sizing.memory_need
 CONTINUE, NO_TOKEN, OTHER = AddResult.CONTINUE, AddResult.NO_TOKEN, AddResult.OTHER
@@ -54,10 +50,8 @@ class PrefillAdder:
         self.page = cfg.page_size
         self.early_checks = profile.input_check_before_lock
         self.input_check = profile.input_tokens_check
-        #: the ledger's list, appended to directly on the hot path
-        # NOTE: only for a plain Ledger: a subclass that overrides add() must see every step
-        plain = ledger is not None and type(ledger).add is Ledger.add
-        self.ledger_rows = ledger.rows if plain else None
+        #: how a step reaches the ledger (None: no ledger)
+        self._to_ledger = appender(ledger)
         #: (request, start, end) in admission order
         self.pieces: list[tuple[Request, int, int]] = []
         #: the request left half-done by this round (at most one per batch)
@@ -70,12 +64,6 @@ class PrefillAdder:
     def budget_state(self) -> AddResult:
         return self.budget.state(self.pool.baseline())
 
-    def _record(self, step: Step) -> Step:
-        self.steps.append(step)
-        if self.ledger is not None:
-            self.ledger.add(step)
-        return step
-
     # -- the chunked request of the previous round ----------------------------
     def add_chunked_req(self, req: Request) -> Step:
         """Resume a half-done request. Never refuses: dropping it would leak its KV.
@@ -84,78 +72,38 @@ class PrefillAdder:
         """
         cfg, b = self.cfg, self.budget
         base = self.pool.baseline()
-        t0, c0, chunk0, input0 = b.total_offset, b.cur_offset, b.rem_chunk, b.rem_input
-        if min(chunk0, base - t0) <= 0 and self.policy.parks(self.deciding):
-            return self._park(req, base, t0, c0, chunk0, input0)
+        before = (base, b.total_offset, b.cur_offset, b.rem_chunk, b.rem_input)
+        rem_total = base - b.total_offset
+        if min(b.rem_chunk, rem_total) <= 0 and self.policy.parks(self.deciding):
+            return self._park(req, before, rem_total)
         start = req.done
         # When memory is gone the piece is taken anyway (forced): the incident's last step.
-        size = sizing.resumed_piece(start, req.seq_len, chunk0, base - t0, self.align)
+        size = sizing.resumed_piece(start, req.seq_len, b.rem_chunk, rem_total, self.align)
         piece = ceil_page(size.end - start, cfg.page_size)
         b.charge(piece, self.page_charge, 0 if size.truncated else self.max_new)
-        reserved = tail_need = 0
+        reserved, tail_need = 0, None
         if size.truncated:
             tail_need = sizing.tail_need(req.seq_len - size.end, cfg.page_size, cfg.max_new_tokens)
             reserved = self.policy.after_truncation(b, req.seq_len - size.end, cfg, self.deciding)
             self.new_chunked = req
         self.pieces.append((req, start, size.end))
-        return self._chunked_record(
-            req, base, t0, c0, chunk0, input0,
-            decision="resumed",
-            start=start,
-            end=size.end,
-            reserved_tail=reserved,
-            forced=size.forced,
-            unaligned_end=size.unaligned_end,
-            tail_need=tail_need if size.truncated else None,
-        )
+        # It allocates nothing, so the baseline stays.
+        return self._record(
+            req, "add_chunked_req", before, base, "resumed", start, size.end, 0,
+            _NAME[b.state(base)], reserved, size.forced, None, None, size.unaligned_end,
+            tail_need,
+        )  # fmt: skip
 
-    def _park(self, req: Request, base: int, t0: int, c0: int, chunk0: int, input0: int) -> Step:
+    def _park(self, req: Request, before: tuple[int, int, int, int, int], rem_total: int) -> Step:
         """No piece this round: the request stays chunked, nothing is charged, and the
         budget (memory gone) keeps the waiting queue out too."""
         self.new_chunked = req
-        return self._chunked_record(
-            req, base, t0, c0, chunk0, input0,
-            decision="parked",
-            start=req.done,
-            end=req.done,
-            reserved_tail=0,
-            forced=False,
-            reason=f"rem_total_tokens {base - t0} <= 0: parked",
-        )
-
-    def _chunked_record(
-        self, req: Request, base: int, t0: int, c0: int, chunk0: int, input0: int, **what
-    ) -> Step:
-        """The record of one `add_chunked_req` call: the budgets before (given) and after
-        (read now), and what the call did (``what``: decision, piece, reservation)."""
-        b = self.budget
-        self.step += 1
+        base = before[0]
         return self._record(
-            Step(
-                round=self.round,
-                step=self.step,
-                call="add_chunked_req",
-                rid=req.rid,
-                seq_len=req.seq_len,
-                device_prefix=req.device_prefix,
-                host_hit=req.host_hit,
-                baseline=base,
-                baseline_after=base,
-                total_offset_before=t0,
-                total_offset_after=b.total_offset,
-                cur_offset_before=c0,
-                cur_offset_after=b.cur_offset,
-                rem_total_tokens=base - t0,
-                cur_rem_tokens=base - c0,
-                rem_chunk_tokens=chunk0,
-                rem_chunk_after=b.rem_chunk,
-                load_back=0,
-                budget_state=b.state(base).value,
-                rem_input_tokens=input0,
-                rem_input_after=b.rem_input,
-                **what,
-            )
-        )
+            req, "add_chunked_req", before, base, "parked", req.done, req.done, 0,
+            _NAME[self.budget.state(base)], 0, False, f"rem_total_tokens {rem_total} <= 0: parked",
+            None, None, None,
+        )  # fmt: skip
 
     # -- a waiting request ----------------------------------------------------
     # The hot path of every long run: one call per queued request per round. It reads
@@ -166,10 +114,8 @@ class PrefillAdder:
         b, pool, page = self.budget, self.pool, self.page
         seq, dp, hh, keys = req.seq_len, req.device_prefix, req.host_hit, req.prefix_keys
         base_unlocked = pool.baseline()
-        base = base_unlocked
-        if keys:
-            pool.lock(keys)
-            base = pool.baseline()
+        # the lock takes the prefix out of the evictable part: the baseline drops by that
+        base = base_unlocked - pool.lock(keys) if keys else base_unlocked
         before = (base, b.total_offset, b.cur_offset, b.rem_chunk, b.rem_input)
         rem_total = base - before[1]
         # The whole remaining prompt, host hits included: every later piece comes out of
@@ -217,9 +163,9 @@ class PrefillAdder:
         req.done = prefix
         self.pieces.append((req, prefix, end))
         base_after = pool.baseline()
-        return self._step_one(
-            req, before, need, decision, base_after, prefix, end, raw, loaded,
-            _NAME[b.state(base_after)], reserved, tail_need, None,
+        return self._record(
+            req, "add_one_req", before, base_after, decision, prefix, end, loaded,
+            _NAME[b.state(base_after)], reserved, None, None, need, raw, tail_need,
         )  # fmt: skip
 
     def _select(
@@ -255,37 +201,40 @@ class PrefillAdder:
 
     def _reject(self, req, before, need: int, result: AddResult, reason) -> Step:
         self.pool.unlock(req.prefix_keys)
-        return self._step_one(
-            req, before, need, "rejected", before[0], None, None, None, 0, _NAME[result], 0,
-            None, reason,
+        return self._record(
+            req, "add_one_req", before, before[0], "rejected", None, None, 0, _NAME[result], 0,
+            None, reason, need, None, None,
         )  # fmt: skip
 
-    def _step_one(
+    def _record(
         self,
         req: Request,
+        call: str,
         before: tuple[int, int, int, int, int],
-        need: int,
-        decision: str,
         base_after: int,
+        decision: str,
         start: int | None,
         end: int | None,
-        unaligned_end: int | None,
         load_back: int,
         state: str,
         reserved: int,
-        tail_need: int | None,
+        forced: bool | None,
         reason: str | None,
+        need: int | None,
+        unaligned_end: int | None,
+        tail_need: int | None,
     ) -> Step:
-        """The record of one ``add_one_req``; ``before`` is (baseline, total offset, cur
-        offset, chunk budget, input budget) when it looked."""
+        """The record of one adder call, built positionally (the hot path), kept in
+        ``steps`` and the ledger. ``before`` is (baseline, total offset, cur offset, chunk
+        budget, input budget) when the call looked; the books after are read now."""
         base, t0, c0, chunk0, input0 = before
         b = self.budget
         self.step += 1
-        step = _new(
+        step = from_values(
             (
                 self.round,  # round
                 self.step,  # step
-                "add_one_req",  # call
+                call,  # call
                 req.rid,  # rid
                 req.seq_len,  # seq_len
                 req.device_prefix,  # device_prefix
@@ -307,7 +256,7 @@ class PrefillAdder:
                 None,  # allocated
                 state,  # budget_state
                 reserved,  # reserved_tail
-                None,  # forced
+                forced,  # forced
                 reason,  # reason
                 need,  # need
                 unaligned_end,  # unaligned_end
@@ -317,8 +266,6 @@ class PrefillAdder:
             )
         )
         self.steps.append(step)
-        if self.ledger_rows is not None:
-            self.ledger_rows.append(step)
-        elif self.ledger is not None:
-            self.ledger.add(step)
+        if self._to_ledger is not None:
+            self._to_ledger(step)
         return step

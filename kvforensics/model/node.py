@@ -7,15 +7,18 @@ import heapq
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Protocol
+from operator import attrgetter
+from typing import NamedTuple, Protocol
 
+from kvforensics.collector import fewer_collections
 from kvforensics.model.adder import CONTINUE, PrefillAdder
 from kvforensics.model.config import Config
-from kvforensics.model.ledger import Ledger, Step
+from kvforensics.model.ledger import Ledger, Step, allocation, appender
 from kvforensics.model.policies import Policy
 from kvforensics.model.pool import PagePool, PrefillOutOfMemory
 from kvforensics.model.profiles import FORK, Profile
 from kvforensics.model.request import Request
+from kvforensics.model.sizing import pages_for
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +45,9 @@ class Timing:
         return self.transfer_latency_s + (tokens / rate if rate else 0.0)
 
 
+_arrival = attrgetter("arrival")
+
+
 class PrefixSource(Protocol):
     """Where prefix hits come from when they are not fixed in advance (trace-driven runs)."""
 
@@ -65,13 +71,14 @@ class Inflight:
     cache_keys: tuple[tuple[str, int], ...] = ()
 
 
-@dataclass(frozen=True, slots=True)
-class NodeState:
+class NodeState(NamedTuple):
     """A node caught mid-flight, as a value: what its pool holds and who is where.
 
     ``evictable`` is the cache in eviction order (oldest first); ``locked`` are entries of
     it that requests of earlier rounds still lock; ``held`` are slots requests own (a
     chunked request's computed part, KV being sent to a decode node).
+
+    A named tuple (immutable, built by name): a replay makes one for every round it re-runs.
     """
 
     free: int
@@ -85,6 +92,19 @@ class NodeState:
     start_time: float = 0.0
     #: slots of the baseline no allocation may take (held by another pool's demand)
     unevictable: int = 0
+
+
+class Batch(NamedTuple):
+    """One round's admissions and allocation (``PrefillNode.batch``)."""
+
+    adder: PrefillAdder
+    #: (rid, start, end) asked of the allocator, in admission order
+    pieces: list[tuple[str, int, int]]
+    #: the baseline when the adder began (after what was taken outside it)
+    baseline: int
+    #: the chunked request's budget state skipped the waiting queue
+    skipped: bool
+    oom: OutOfMemory | None
 
 
 @dataclass(slots=True)
@@ -197,13 +217,15 @@ class PrefillNode:
         self._seq = 0
         for item in inflight:
             self._push_inflight(item)
-        self._arrivals = sorted(arrivals, key=lambda r: r.arrival)
+        self._arrivals = sorted(arrivals, key=_arrival) if arrivals else []
         self._next_arrival = 0
         self.round = first_round
         self.now = start_time
         self.ledger = Ledger() if record else None
         self.rounds: list[RoundRecord] = []
-        self.requests: dict[str, Request] = {r.rid: r for r in (*self.waiting, *self._arrivals)}
+        self.requests: dict[str, Request] = {r.rid: r for r in self.waiting}
+        for r in self._arrivals:
+            self.requests[r.rid] = r
         if chunked is not None:
             self.requests[chunked.rid] = chunked
 
@@ -220,29 +242,32 @@ class PrefillNode:
         record: bool = True,
         prefix_cache: PrefixSource | None = None,
         outside: dict[int, int] | None = None,
+        ops: bool = True,
     ) -> PrefillNode:
         """The one way to start the model mid-flight (``outside``: round -> tokens taken
-        from the pool outside the adder). Raises ValueError when the state does not fit
-        the pool."""
+        from the pool outside the adder; ``ops``: keep the pool's op log, which ``exec``
+        replays). Raises ValueError when the state does not fit the pool."""
         pool = PagePool(
             page_size=cfg.page_size,
             size=cfg.pool_size,
             free=state.free,
-            evictable=dict(state.evictable),
+            evictable=state.evictable,
             cache_kind=cfg.cache_kind,
+            record=ops,
             unevictable=state.unevictable,
             swa_size=cfg.swa_pool_size,
         )
-        pool.lock(state.locked)
+        if state.locked:
+            pool.lock(state.locked)
         for owner, tokens in state.held:
             pool.hold(owner, tokens)
         return cls(
             cfg,
             policy,
             pool,
-            waiting=list(state.waiting),
+            waiting=state.waiting,
             chunked=state.chunked,
-            inflight=list(state.inflight),
+            inflight=state.inflight,
             arrivals=arrivals,
             timing=timing,
             profile=profile,
@@ -298,10 +323,30 @@ class PrefillNode:
         there is nothing left to do."""
         if not self._wait_for_work():
             return None
+        t_start = self.now
+        adder, pieces, base0, skipped, oom = self.batch()
+        if oom is not None:
+            return oom
+        decisions = [(s.call, s.rid, s.decision, s.budget_state) for s in adder.steps]
+        if not pieces:
+            # Nothing fits: wait for memory (a transfer) or for new work.
+            rec = self._close_round(t_start, [], decisions, skipped, base0, 0)
+            t = self._next_event_time()
+            if t == math.inf:
+                return None  # stuck for good: nothing will ever free memory
+            self.now = max(self.now, t)
+            return rec
+        self._compute(adder.pieces)
+        self.chunked = adder.new_chunked
+        tail = self.chunked.seq_len - self.chunked.done if self.chunked else 0
+        return self._close_round(t_start, pieces, decisions, skipped, base0, tail)
+
+    def batch(self) -> Batch:
+        """This round's admissions and its allocation, without the forward pass: all that
+        re-running one round needs (``step`` runs it, then computes and moves on)."""
         pool = self.pool
         pool.round = self.round
         self._take_outside()
-        t_start = self.now
         base0 = pool.baseline()
         adder = PrefillAdder(
             self.cfg, self.policy, pool, round_no=self.round, ledger=self.ledger,
@@ -312,24 +357,12 @@ class PrefillNode:
         except PrefillOutOfMemory as exc:
             # a host hit's load-back found the slots the baseline counted unevictable
             rid = self.waiting[0].rid if self.waiting else self.chunked.rid
-            return self._out_of_memory(exc, rid, adder.step + 1, base0)
-        decisions = [(s.call, s.rid, s.decision, s.budget_state) for s in adder.steps]
+            oom = self._out_of_memory(exc, rid, adder.step + 1, base0)
+            return Batch(adder, [], base0, False, oom)
         if not adder.pieces:
-            # Nothing fits: wait for memory (a transfer) or for new work.
-            rec = self._close_round(t_start, [], decisions, skipped, base0, 0)
-            t = self._next_event_time()
-            if t == math.inf:
-                return None  # stuck for good: nothing will ever free memory
-            self.now = max(self.now, t)
-            return rec
+            return Batch(adder, [], base0, skipped, None)
         pieces = [(r.rid, s, e) for r, s, e in adder.pieces]
-        oom = self._allocate(pieces, adder.step)
-        if oom is not None:
-            return oom
-        self._compute(adder.pieces)
-        self.chunked = adder.new_chunked
-        tail = self.chunked.seq_len - self.chunked.done if self.chunked else 0
-        return self._close_round(t_start, pieces, decisions, skipped, base0, tail)
+        return Batch(adder, pieces, base0, skipped, self._allocate(pieces, adder.step))
 
     def _wait_for_work(self) -> bool:
         """Let time pass until there is a request to schedule; False when none will come."""
@@ -352,22 +385,12 @@ class PrefillNode:
         except PrefillOutOfMemory as exc:
             # The scheduler reports the batch; blame the request whose piece could not fit.
             return self._out_of_memory(exc, self._victim(pieces), step + 1, base_before)
-        if self.ledger is not None:
+        add = appender(self.ledger)
+        if add is not None:
+            after, rnd, page = pool.baseline(), self.round, self.cfg.page_size
             for rid, s, e in pieces:
                 step += 1
-                self.ledger.add(
-                    Step(
-                        round=self.round,
-                        step=step,
-                        call="allocate",
-                        rid=rid,
-                        start=s,
-                        end=e,
-                        allocated=self.cfg.pages_for(s, e),
-                        baseline=base_before,
-                        baseline_after=pool.baseline(),
-                    )
-                )
+                add(allocation(rnd, step, rid, s, e, pages_for(s, e, page), base_before, after))
         return None
 
     def _compute(self, pieces: list[tuple[Request, int, int]]) -> None:
@@ -412,6 +435,8 @@ class PrefillNode:
     def _take_outside(self) -> None:
         """Slots taken before this round by something the adder does not account for; never
         more than the pool has (what is gone is gone), and held until the end of the run."""
+        if not self.outside:
+            return
         tokens = self.outside.pop(self.round, 0)
         take = min(self.cfg.floor_page(tokens), self.cfg.floor_page(self.pool.baseline()))
         if take > 0:
@@ -504,6 +529,7 @@ class PrefillNode:
             - self._next_arrival
         )
 
+    @fewer_collections()
     def run(
         self, max_rounds: int | None = None, on_round: Callable[[PrefillNode], None] | None = None
     ) -> RunResult:

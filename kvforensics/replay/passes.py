@@ -86,6 +86,8 @@ class RoundPass:
         #: forward run from there)
         self.arrivals = Arrivals()
         self._ooms: list[Round] = []
+        #: round index -> how many of the truncations and out-of-memories above it holds
+        self._pins: dict[int, int] = {}
         #: the timed rounds since the last logged one (it included)
         self.since_logged = Timed()
         #: round index -> its resumed chunk's prompt length, for the rounds that may be kept
@@ -111,15 +113,26 @@ class RoundPass:
         for d in rnd.decisions:
             if d.decision == "truncated" and d.rid not in self._truncated:
                 self._truncated[d.rid] = (rnd, Timed.of([rnd]))
+                self._pins[rnd.index] = self._pins.get(rnd.index, 0) + 1
                 self.arrivals.open(d.rid, rnd)
         if rnd.oom is not None:
             self._ooms.append(rnd)
+            self._pins[rnd.index] = self._pins.get(rnd.index, 0) + 1
             return
         for p in rnd.pieces:
             if p.end == self.seq_lens.get(p.rid):  # finished: forget it
-                self._truncated.pop(p.rid, None)
+                self._forget(p.rid)
                 self.arrivals.close(p.rid)
                 del self.seq_lens[p.rid]
+
+    def _forget(self, rid: str) -> None:
+        """``rid`` finished: its truncation round is no longer needed for it."""
+        got = self._truncated.pop(rid, None)
+        if got is not None:
+            index = got[0].index
+            self._pins[index] -= 1
+            if not self._pins[index]:
+                del self._pins[index]
 
     def late(self, rnd: Round) -> None:
         """A round another rank's lines added after the stream ended (whole-log only)."""
@@ -144,9 +157,7 @@ class RoundPass:
         self._lens[rnd.index] = self._lens_of(rnd)
 
     def _pinned(self, index: int) -> bool:
-        if any(r.index == index for r, _ in self._truncated.values()):
-            return True
-        if any(r.index == index for r in self._ooms):
+        if index in self._pins:
             return True
         return self.wholelog is not None and index in self.wholelog.refused_rounds
 

@@ -11,6 +11,7 @@ import polars as pl
 
 from kvforensics.causes import Cause, Mechanism, classify, find_causes
 from kvforensics.causes.pools import readings
+from kvforensics.collector import fewer_collections
 from kvforensics.errors import InputError
 from kvforensics.logs import load_catalogue
 from kvforensics.logs.source import check_readable
@@ -136,6 +137,7 @@ class ReplayResult:
         return dict(tail.figures)
 
 
+@fewer_collections()
 def replay_logs(
     paths: list[Path],
     policies: list[str],

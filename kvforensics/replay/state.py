@@ -18,12 +18,17 @@ from kvforensics.model.profiles import FORK, Profile
 from kvforensics.replay.arrivals import Shown
 from kvforensics.rounds import Rebuild, Round
 
+#: a node whose rounds take no time (a re-run of one round)
+_UNTIMED = Timing()
+
 
 def lock_drops(rnd: Round, rb_cfg) -> dict[str, int]:
     """Baseline drops between consecutive checks that no load-back explains: the lock of
     that request's device prefix took it out of the evictable cache."""
     drops = {}
     ds = rnd.decisions
+    if len(ds) < 2:
+        return drops
     for prev, d in itertools.pairwise(ds):
         expected = prev.baseline - prev.load_back_slots(rb_cfg)
         if d.baseline < expected and d.prefix_len:
@@ -60,16 +65,55 @@ def node_at(
     unevictable: int = 0,
     swa_pool_size: int | None = None,
     profile: Profile = FORK,
+    ops: bool = True,
 ) -> PrefillNode:
     """A node at the start of ``rnd``: its baseline, its chunked request, its queue, the
     requests that join it later (``arrivals``) (``swa_pool_size``: an SWA pool the logs
-    show, not in the startup lines)."""
+    show, not in the startup lines; ``ops``: keep the pool's op log, which only a run that
+    ``exec`` may replay needs)."""
     cfg: Config = rb.cfg
     if swa_pool_size is not None:
         cfg = cfg.with_(swa_pool_size=swa_pool_size)
-    timing = timing or Timing()
     drops = lock_drops(rnd, cfg)
     base = rnd.baseline.value if rnd.baseline else 0
+    waiting = [Request(d.rid, d.seq_len, d.prefix_len, d.host_hit_len) for d in rnd.decisions]
+    evictable, locked = _prefix_locks(rnd, drops, waiting) if drops else ((), ())
+    waiting.extend(extra_waiting)
+    chunked = None
+    held: list[tuple[str, int]] = []
+    for p in rnd.pieces:
+        if p.kind == "resumed":
+            chunked = Request(p.rid, rb.seq_lens.get(p.rid, p.end), 0, 0)
+            chunked.done = p.start
+            chunked.admitted_round = rnd.index - 1
+            held.append((p.rid, cfg.ceil_page(p.start)))
+            break
+    if inflight:
+        held += [(rid, tokens) for rid, tokens, _done_at in inflight]
+    state = NodeState(
+        free=max(0, base - sum(drops.values()) - unevictable),
+        unevictable=min(unevictable, base),
+        evictable=evictable,
+        locked=locked,
+        held=tuple(held),
+        waiting=tuple(waiting),
+        chunked=chunked,
+        inflight=tuple(Inflight(rid, done_at) for rid, _, done_at in inflight),
+        first_round=rnd.index,
+        start_time=start_time,
+    )
+    return PrefillNode.from_state(
+        cfg, get_policy(policy), state, arrivals=arrivals, timing=timing or _UNTIMED,
+        outside=outside, profile=profile, ops=ops,
+    )  # fmt: skip
+
+
+def _prefix_locks(
+    rnd: Round, drops: dict[str, int], waiting: list[Request]
+) -> tuple[tuple[tuple[str, int], ...], tuple[str, ...]]:
+    """The cache entries of the prefixes whose lock dropped the baseline (evictable until
+    their request locks them), and the entries already locked by earlier requests; the
+    requests in ``waiting`` get their keys."""
     evictable = {f"prefix:{rid}": n for rid, n in drops.items()}
     # The rest of such a prefix was already locked by an earlier request (shared blocks):
     # cached, but not evictable.
@@ -79,38 +123,9 @@ def node_at(
         if d.rid in drops and d.prefix_len > drops[d.rid]
     }
     evictable.update({f"shared:{rid}": n for rid, n in shared.items()})
-    waiting = []
-    for d in rnd.decisions:
-        req = Request(d.rid, d.seq_len, d.prefix_len, d.host_hit_len)
-        if d.rid in drops:
-            req.prefix_keys = (f"prefix:{d.rid}",) + (
-                (f"shared:{d.rid}",) if d.rid in shared else ()
+    for req in waiting:
+        if req.rid in drops:
+            req.prefix_keys = (f"prefix:{req.rid}",) + (
+                (f"shared:{req.rid}",) if req.rid in shared else ()
             )
-        waiting.append(req)
-    waiting.extend(extra_waiting)
-    chunked = None
-    held: list[tuple[str, int]] = []
-    resumed = [p for p in rnd.pieces if p.kind == "resumed"]
-    if resumed:
-        p = resumed[0]
-        chunked = Request(p.rid, rb.seq_lens.get(p.rid, p.end), 0, 0)
-        chunked.done = p.start
-        chunked.admitted_round = rnd.index - 1
-        held.append((p.rid, cfg.ceil_page(p.start)))
-    held += [(rid, tokens) for rid, tokens, _done_at in inflight]
-    state = NodeState(
-        free=max(0, base - sum(drops.values()) - unevictable),
-        unevictable=min(unevictable, base),
-        evictable=tuple(evictable.items()),
-        locked=tuple(f"shared:{rid}" for rid in shared),
-        held=tuple(held),
-        waiting=tuple(waiting),
-        chunked=chunked,
-        inflight=tuple(Inflight(rid, done_at) for rid, _, done_at in inflight),
-        first_round=rnd.index,
-        start_time=start_time,
-    )
-    return PrefillNode.from_state(
-        cfg, get_policy(policy), state, arrivals=list(arrivals), timing=timing,
-        outside=outside, profile=profile,
-    )  # fmt: skip
+    return tuple(evictable.items()), tuple(f"shared:{rid}" for rid in shared)

@@ -36,9 +36,13 @@ class Rerun:
 
     steps: list[Step]
     oom: OutOfMemory | None
+    _adder: list[Step] | None = None
 
     def adder(self) -> list[Step]:
-        return [r for r in self.steps if r.call in ADDER_CALLS]
+        """The adder's steps (each finding reads them: picked out once)."""
+        if self._adder is None:
+            self._adder = [r for r in self.steps if r.call in ADDER_CALLS]
+        return self._adder
 
     def admitted(self) -> list[str]:
         return [r.rid for r in self.adder() if r.decision in ADMITTED]
@@ -46,9 +50,8 @@ class Rerun:
 
 def rerun(known, rnd: Round, policy: str, profile: Profile = FORK) -> Rerun:
     """``known``: the configuration and prompt lengths (a ``Rebuild`` or a stream's)."""
-    node = node_at(known, rnd, policy, profile=profile)
-    out = node.step()
-    return Rerun(node.ledger.rows, out if isinstance(out, OutOfMemory) else None)
+    node = node_at(known, rnd, policy, profile=profile, ops=False)
+    return Rerun(node.ledger.rows, node.batch().oom)
 
 
 def is_replayable(rnd: Round) -> bool:
@@ -68,13 +71,12 @@ def _unreserved(row: Step) -> int:
 def gap_admissions(run: Rerun, rnd: Round) -> list[GapAdmission]:
     """Every admission after an unreserved truncation of the same round that left budget."""
     out, victim = [], None
-    when = _time(rnd)
     for row in run.adder():
         if victim is not None and row.decision in ADMITTED:
             out.append(
                 GapAdmission(
                     round=rnd.index,
-                    time=when,
+                    time=_time(rnd),
                     victim_rid=victim.rid,
                     unreserved_tail=_unreserved(victim),
                     intruder_rid=row.rid,
