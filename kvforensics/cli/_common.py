@@ -7,6 +7,7 @@ from typing import Any
 
 from rich.console import Console
 
+from kvforensics.progress import Stages
 from kvforensics.report.terminal import paragraph, preview
 
 console = Console()
@@ -25,19 +26,10 @@ def split_policies(text: str) -> list[str]:
     return check_policies([p.strip() for p in text.split(",") if p.strip()])
 
 
-def progress_bar():
-    """A transient bar on stderr, shown only on a terminal (never in pipes or JSON)."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    return Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=err_console,
-        transient=True,
-        disable=not err_console.is_terminal,
-    )
+def stages(on: bool = True) -> Stages:
+    """The command's progress display on stderr: off when asked (``--no-progress``) or
+    when stderr is not a terminal."""
+    return Stages(err_console, enabled=on and err_console.is_terminal)
 
 
 def print_para(text: str, indent: int = 2, hang: int = 4) -> None:
@@ -84,12 +76,8 @@ def print_log_summary(summary) -> None:
         console.print(f"[yellow]gap[/]: {gap}", highlight=False)
 
 
-def print_log_notes(summary) -> None:
-    """What the reader could not read, on stderr (stdout may be JSON or markdown)."""
-    print_notes(summary.notes())
-
-
 def print_notes(notes: list[str]) -> None:
-    """Reader notes, one ``note:`` line each on stderr."""
+    """What the log reader could not read, one ``note:`` line each on stderr (stdout may
+    be JSON or markdown)."""
     for note in notes:
         err_console.print(f"note: {note.strip()}", highlight=False, markup=False, soft_wrap=True)

@@ -110,11 +110,12 @@ class LogOptions:
 
         return Narrow.parse(self.since, self.until)
 
-    def progress(self) -> bool:
-        """Progress bars: asked for, and stderr is a terminal."""
-        import sys
+    def stages(self):
+        """The progress display (``kvforensics.progress``): asked for, and stderr is a
+        terminal."""
+        from kvforensics.cli._common import stages
 
-        return not self.no_progress and sys.stderr.isatty()
+        return stages(not self.no_progress)
 
     def overrides(self) -> dict[str, int | None]:
         """The sizes, under the names the configuration reader uses."""

@@ -8,12 +8,13 @@ from typing import Annotated
 import typer
 
 from kvforensics.cli import app
-from kvforensics.cli._common import console, print_json, print_log_notes
+from kvforensics.cli._common import console, print_json, print_notes
 from kvforensics.cli._inputs import (
     Align,
     Chunk,
     Formats,
     LogOptions,
+    NoProgress,
     PageSize,
     Pool,
     ProfileName,
@@ -51,23 +52,18 @@ def diff(
     since: Since = None,
     until: Until = None,
     profile: ProfileName = None,
+    no_progress: NoProgress = False,
 ) -> None:
     """Compare two ledgers round by round and show where they first diverge."""
     check_format(fmt, ("table", "json", "markdown"))
     opts = LogOptions(
         page_size, align, chunk_size, pool_size, rank, formats, transfer_seconds, since, until,
-        profile=profile,
+        no_progress, profile=profile,
     )  # fmt: skip
     names = [p.strip() for p in policy.split(",") if p.strip()] if policy else None
-    if are_logs(inputs):
-        names = names or ["prefix", "fixed"]
-        if len(names) != 2:
-            raise InputError(f"diff compares two policies; got {len(names)}")
-        rr, results = replay_inputs(inputs, names, **opts.replay_kwargs())
-        print_log_notes(rr.summary)
-        (ln, lf), (rn, rf) = ((n, results[n].ledger_frame()) for n in names)
-    else:
-        (ln, lf), (rn, rf) = diff_inputs(inputs, names)
+    with opts.stages():
+        (ln, lf), (rn, rf), notes = _sides(inputs, names, opts)
+    print_notes(notes)
     d = diff_ledgers(lf, rf, ln, rn)
     if fmt == "json":
         print_json(d.as_dict())
@@ -75,3 +71,16 @@ def diff(
         print(d.to_markdown(), end="")
     else:
         console.print(d.rich())
+
+
+def _sides(inputs: list[Path], names: list[str] | None, opts: LogOptions):
+    """The two ledgers, from logs (replayed under the two policies) or as ``diff_inputs``
+    reads them, and what the log reader could not read."""
+    if not are_logs(inputs):
+        return *diff_inputs(inputs, names), []
+    names = names or ["prefix", "fixed"]
+    if len(names) != 2:
+        raise InputError(f"diff compares two policies; got {len(names)}")
+    rr, results = replay_inputs(inputs, names, **opts.replay_kwargs())
+    left, right = ((n, results[n].ledger_frame()) for n in names)
+    return left, right, rr.summary.notes()

@@ -10,16 +10,16 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 from rich.table import Table
 
 from kvforensics.cli import app
-from kvforensics.cli._common import console, err_console, print_json, print_notes
+from kvforensics.cli._common import console, print_json, print_notes
 from kvforensics.cli._inputs import (
     Align,
     Chunk,
     Formats,
     LogOptions,
+    NoProgress,
     PageSize,
     Pool,
     ProfileName,
@@ -68,6 +68,7 @@ def exec_(
     since: Since = None,
     until: Until = None,
     profile: ProfileName = None,
+    no_progress: NoProgress = False,
 ) -> None:
     """Perform each round's allocations, load-backs and writes on a real KV cache with an
     independent allocator; confirm the out-of-memory (or its absence) and KV integrity.
@@ -78,21 +79,14 @@ def exec_(
     check_format(fmt, ("table", "json"))
     logs = LogOptions(
         page_size, align, chunk_size, pool_size, rank, formats, transfer_seconds, since, until,
-        profile=profile,
+        no_progress, profile=profile,
     )  # fmt: skip
     opts = ExecOptions(policy, device, backend, layers, kv_dim, rope_dim, dtype, round_checks)
-    with Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        console=err_console,
-        transient=True,
-        disable=not err_console.is_terminal,
-    ) as bar:
+    with logs.stages() as st:
 
         def on_plan(plan):
-            task = bar.add_task(f"{plan.name} [{policy}]", total=len(plan.steps))
-            return lambda done, _total: bar.update(task, completed=done)
+            steps = st.stage(f"exec {plan.name} [{policy}]", len(plan.steps), "steps")
+            return lambda done, _total: steps.to(done)
 
         run = run_exec(inputs, opts, logs.replay_kwargs(), on_plan)
     print_notes(run.log_notes)

@@ -8,12 +8,13 @@ from typing import Annotated
 import typer
 
 from kvforensics.cli import app
-from kvforensics.cli._common import console, print_json, print_log_notes
+from kvforensics.cli._common import console, print_json, print_notes
 from kvforensics.cli._inputs import (
     Align,
     Chunk,
     Formats,
     LogOptions,
+    NoProgress,
     PageSize,
     Pool,
     ProfileName,
@@ -55,6 +56,7 @@ def explain(
     since: Since = None,
     until: Until = None,
     profile: ProfileName = None,
+    no_progress: NoProgress = False,
 ) -> None:
     """Tell a round step by step under each policy: what each request asked, the books, the decision."""
     if (round_no is None) == (rid is None):
@@ -62,18 +64,12 @@ def explain(
     check_format(fmt, ("table", "json", "markdown"))
     opts = LogOptions(
         page_size, align, chunk_size, pool_size, rank, formats, transfer_seconds, since, until,
-        profile=profile,
+        no_progress, profile=profile,
     )  # fmt: skip
     names = [p.strip() for p in policy.split(",") if p.strip()] if policy else None
-    if are_logs(sources):
-        rr, results = replay_inputs(sources, names, **opts.replay_kwargs())
-        print_log_notes(rr.summary)
-    elif len(sources) != 1:
-        raise InputError("explain takes one scenario or ledger file, or log files")
-    elif is_scenario(sources[0]):
-        results = run_scenario(sources[0], names or ["prefix", "fixed"])
-    else:
-        results = ledgers_from_file(sources[0], names)
+    with opts.stages():
+        results, notes = _results(sources, names, opts)
+    print_notes(notes)
     exps = [explain_round(results, round_no)] if round_no is not None else explain_rid(results, rid)
     if fmt == "json":
         print_json([e.as_dict() for e in exps])
@@ -82,3 +78,16 @@ def explain(
     else:
         for e in exps:
             console.print(e.rich())
+
+
+def _results(sources: list[Path], names: list[str] | None, opts: LogOptions):
+    """Each policy's run from logs (replayed), a scenario (run) or a ledger file, and
+    what the log reader could not read."""
+    if are_logs(sources):
+        rr, results = replay_inputs(sources, names, **opts.replay_kwargs())
+        return results, rr.summary.notes()
+    if len(sources) != 1:
+        raise InputError("explain takes one scenario or ledger file, or log files")
+    if is_scenario(sources[0]):
+        return run_scenario(sources[0], names or ["prefix", "fixed"]), []
+    return ledgers_from_file(sources[0], names), []

@@ -11,11 +11,13 @@ from rich.markup import escape
 from rich.table import Table
 
 from kvforensics.cli import app
+from kvforensics.cli._common import stages
 from kvforensics.logs import ParseSummary, load_catalogue
 from kvforensics.logs.source import check_readable
 from kvforensics.logs.writers import events_lazy, output_kind, sink_events
 from kvforensics.outputs import atomic_write, check_output
 from kvforensics.report.terminal import preview
+from kvforensics.rounds.stream import Narrow
 
 
 @app.command()
@@ -30,33 +32,53 @@ def parse(
         list[Path] | None,
         typer.Option("--formats", help="Extra format catalogue TOML (repeatable)."),
     ] = None,
-    progress: Annotated[bool, typer.Option(help="Progress bar on stderr for large inputs.")] = True,
+    since: Annotated[
+        str | None,
+        typer.Option(help="Only events from this time on ('2026-11-02 15:00:00'; inclusive)."),
+    ] = None,
+    until: Annotated[
+        str | None, typer.Option(help="Only events up to this time (inclusive).")
+    ] = None,
+    progress: Annotated[
+        bool,
+        typer.Option(help="Progress on stderr (off anyway when stderr is not a terminal)."),
+    ] = True,
 ) -> None:
-    """Read scheduler logs into typed events (one row per recognised line)."""
+    """Read scheduler logs into typed events (one row per recognised line). ``--since`` and
+    ``--until`` take times only: parse gives events, not rounds."""
+    keep = Narrow.parse(since, until).events()
     kind = output_kind(out)
     check_output(out, [*logs, *(formats or [])])
     for log in logs:  # before the sink starts: a missing input then costs nothing
         check_readable(log)
     cat = load_catalogue(formats)
     summary = ParseSummary()
-    lf = events_lazy(logs, summary, catalogue=cat, progress=progress)
-    atomic_write(out, lambda tmp: sink_events(lf, tmp, kind))
-    print_summary(summary, out)
+    with stages(progress):
+        lf = events_lazy(logs, summary, catalogue=cat, keep=keep)
+        atomic_write(out, lambda tmp: sink_events(lf, tmp, kind))
+    print_summary(summary, out, keep)
 
 
-def print_summary(s: ParseSummary, out: Path) -> None:
+def print_summary(s: ParseSummary, out: Path, keep=None) -> None:
     # soft_wrap: lines stay whole (paths, samples) so they can be grepped and copied
     console = Console(soft_wrap=True)
     mb = s.bytes_read / 1e6
     console.print(
         f"read {len(s.files)} file(s), {mb:.1f} MB, {s.lines} lines -> "
-        f"{s.events} events in {escape(str(out))}"
+        f"{s.events_kept} events in {escape(str(out))}"
     )
+    if keep is not None:
+        console.print(
+            f"  --since/--until: {s.events - s.events_kept} event(s) outside those times left out"
+            + (f"; {s.untimed_kept} without a time kept" if s.untimed_kept else "")
+        )
     table = Table(title="events by kind")
     table.add_column("kind")
     table.add_column("lines", justify="right")
-    for k, n in sorted(s.matched.items(), key=lambda kv: -kv[1]):
-        table.add_row(k, str(n))
+    kept = {k: n - s.outside_times.get(k, 0) for k, n in s.matched.items()}
+    for k, n in sorted(kept.items(), key=lambda kv: -kv[1]):
+        if n:
+            table.add_row(k, str(n))
     table.add_row("[dim]attached to multi-line events[/]", str(s.attached_lines))
     table.add_row("[yellow]unmatched[/]", str(s.unmatched))
     if s.unreadable:

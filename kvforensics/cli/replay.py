@@ -69,11 +69,11 @@ def replay(
         page_size, align, chunk_size, pool_size, rank, formats, transfer_seconds, since, until,
         no_progress, profile=profile,
     )  # fmt: skip
-    progress = fmt != "json" and opts.progress()
-    rr = replay_logs(
-        logs, split_policies(policy), progress=progress, stock=True, stream=True,
-        whole_log=True, **opts.replay_kwargs(),
-    )  # fmt: skip
+    with opts.stages():
+        rr = replay_logs(
+            logs, split_policies(policy), stock=True, stream=True, whole_log=True,
+            **opts.replay_kwargs(),
+        )  # fmt: skip
     if isinstance(rr, StockAnalysis):
         _print_stock(rr, fmt)
     d = rr.as_dict()

@@ -14,6 +14,7 @@ from kvforensics.cli._inputs import (
     Chunk,
     Formats,
     LogOptions,
+    NoProgress,
     PageSize,
     Pool,
     ProfileName,
@@ -65,6 +66,7 @@ def report(
     since: Since = None,
     until: Until = None,
     profile: ProfileName = None,
+    no_progress: NoProgress = False,
 ) -> None:
     """Write report.md, figures, ledgers and events (Parquet and CSV) for a replay or a scenario.
 
@@ -77,38 +79,13 @@ def report(
     manifest.claim(out, [], force)  # a non-empty OUT is refused before any work
     opts = LogOptions(
         page_size, align, chunk_size, pool_size, rank, formats, transfer_seconds, since, until,
-        profile=profile,
+        no_progress, profile=profile,
     )  # fmt: skip
-    if are_logs(inputs):
-        rr, results = replay_inputs(inputs, names, **opts.replay_kwargs())
-        head, story, evidence = log_report(rr, names, inputs)
-        paths = write_report(
-            out,
-            results,
-            title=title or head,
-            story=story,
-            evidence=evidence,
-            events=rr.events,
-            focus_round=round_no if round_no is not None else rr.start_round,
-            inputs=inputs,
-            force=force,
-            history=history(rr, HISTORY_ROUNDS),
-            log_notes=rr.summary.notes(),
-            sizing=(rr.rebuild.cfg, rr.profile.profile),
-        )
-    else:
-        if len(inputs) != 1:
-            raise InputError("report takes one scenario, or log files")
-        results, sizing = scenario_runs(inputs[0], names)
-        paths = write_report(
-            out,
-            results,
-            title=title or f"{inputs[0].stem}: prefill admission under {', '.join(names)}",
-            focus_round=round_no,
-            inputs=inputs,
-            force=force,
-            sizing=sizing,
-        )
+    with opts.stages():
+        if are_logs(inputs):
+            rr, paths = _on_logs(inputs, out, names, opts, round_no, title, force)
+        else:
+            paths = _on_scenario(inputs, out, names, round_no, title, force)
     for p in paths:
         console.print(str(p), highlight=False)
     if are_logs(inputs):
@@ -116,3 +93,39 @@ def report(
         if code in EXIT_WHY:
             typer.echo(f"exit {code}: {EXIT_WHY[code]} (see report.md)", err=True)
         raise typer.Exit(code)
+
+
+def _on_logs(inputs, out, names, opts: LogOptions, round_no, title, force):
+    """Replay the logs and write their report: (the replay, the files written)."""
+    rr, results = replay_inputs(inputs, names, **opts.replay_kwargs())
+    head, story, evidence = log_report(rr, names, inputs)
+    paths = write_report(
+        out,
+        results,
+        title=title or head,
+        story=story,
+        evidence=evidence,
+        events=rr.events,
+        focus_round=round_no if round_no is not None else rr.start_round,
+        inputs=inputs,
+        force=force,
+        history=history(rr, HISTORY_ROUNDS),
+        log_notes=rr.summary.notes(),
+        sizing=(rr.rebuild.cfg, rr.profile.profile),
+    )
+    return rr, paths
+
+
+def _on_scenario(inputs, out, names, round_no, title, force):
+    if len(inputs) != 1:
+        raise InputError("report takes one scenario, or log files")
+    results, sizing = scenario_runs(inputs[0], names)
+    return write_report(
+        out,
+        results,
+        title=title or f"{inputs[0].stem}: prefill admission under {', '.join(names)}",
+        focus_round=round_no,
+        inputs=inputs,
+        force=force,
+        sizing=sizing,
+    )

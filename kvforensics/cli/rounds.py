@@ -1,10 +1,15 @@
-"""`kvforensics rounds`: rebuild every scheduling round from logs, with provenance."""
+"""`kvforensics rounds`: rebuild every scheduling round from logs, with provenance.
+
+Exit codes: 0 the rounds were rebuilt; 2 bad input, including logs whose deciding rank
+printed no PrefillAdder line (a PP1 log alone: give PP0's); 3 the evidence contradicts
+itself (listed)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Annotated
 
+import polars as pl
 import typer
 
 from kvforensics.cli import app
@@ -25,12 +30,13 @@ from kvforensics.cli._inputs import (
 from kvforensics.errors import InputError
 from kvforensics.logs import load_catalogue
 from kvforensics.outputs import atomic_write, check_output
+from kvforensics.progress import current
 from kvforensics.replay import EXIT_MISMATCH
 from kvforensics.replay.stock import fork_lines, require_scheduler_log
 from kvforensics.report.terminal import FitTable
 from kvforensics.rounds import from_logs
 from kvforensics.rounds.batches import batch_rounds
-from kvforensics.rounds.ranks import describe_rank
+from kvforensics.rounds.ranks import deciding_rank, describe_rank
 from kvforensics.rounds.stream import LogStream, narrow_rounds
 from kvforensics.rounds.writers import SUFFIXES, write_rounds
 
@@ -67,27 +73,27 @@ def rounds(
     if output is not None:
         _write(logs, output, opts, narrow)
         return
-    args = dict(overrides=opts.overrides(), rank=opts.rank, formats=formats,
-                progress=opts.progress(), narrow=narrow)  # fmt: skip
-    got = from_logs(logs, hold=True, **args)
-    if got.rebuild is None:
-        if not fork_lines(got.events, load_catalogue(formats)):  # a release's log
-            require_scheduler_log(got.summary)
-            _batch_level(got.events, got.summary, fmt, last, opts.rank)
-            return
-        got = from_logs(logs, **args)  # the fork's lines without an adder line
+    args = dict(overrides=opts.overrides(), rank=opts.rank, formats=formats, narrow=narrow)
+    with opts.stages():
+        got = from_logs(logs, hold=True, **args)
+        release = got.rebuild is None and not fork_lines(got.events, load_catalogue(formats))
+        if got.rebuild is None and not release:
+            got = from_logs(logs, **args)  # the fork's lines without an adder line
+    if release:
+        require_scheduler_log(got.summary)
+        if opts.rank is not None:  # a rank no line carries: say which ranks there are
+            deciding_rank(got.events, opts.rank)
+        _batch_level(got.events, got.summary, fmt, last, opts.rank)
+        return
     events, summary, rb = got.events, got.summary, got.rebuild
+    adder = events.filter(pl.col("kind") == "adder_check")["rank"]
+    if not rb.rounds and rb.rank not in set(adder.to_list()):
+        raise _silent_rank(describe_rank(events, rb.rank), bool(adder.len()), summary.unreadable)
     if fmt == "json":
         print_json({"log": summary.to_dict(), **rb.as_dict()})
         raise typer.Exit(EXIT_MISMATCH if rb.contradictions else 0)
     print_log_summary(summary)
     source = describe_rank(events, rb.rank)
-    if not rb.rounds and not (events["kind"] == "adder_check").any():
-        console.print(
-            f"[yellow]{source} has no PrefillAdder lines[/]: no round can be rebuilt from it; "
-            "give the deciding rank's log (PP0) of a build that prints them",
-            highlight=False,
-        )
     if rb.rounds:
         console.print(_table(rb, source, last), highlight=False)
     else:
@@ -133,9 +139,20 @@ def _write(logs: list[Path], output: Path, opts: LogOptions, narrow) -> None:
     if output.suffix not in SUFFIXES:
         raise InputError(f"{output}: give a file ending in {' or '.join(SUFFIXES)}")
     check_output(output, logs)
-    ls = LogStream(list(logs), opts.overrides(), opts.rank, opts.formats, opts.progress())
+    ls = LogStream(list(logs), opts.overrides(), opts.rank, opts.formats)
     count: list[int] = []
-    atomic_write(output, lambda tmp: count.append(write_rounds(narrow_rounds(ls, narrow), tmp)))
+
+    def write(tmp: Path) -> None:
+        rounds = current().counted(ls, "rebuilding rounds", "rounds")
+        count.append(write_rounds(narrow_rounds(rounds, narrow), tmp))
+        if ls.rebuilder is None or not ls.rebuilder.count:  # nothing to write: no file
+            files = [f.path for f in ls.summary.files if ls.rank in f.ranks or not ls.rank]
+            who = f"{ls.rank} ({', '.join(files)})" if ls.rank else ", ".join(files)
+            others = bool(ls.summary.matched.get("adder_check"))
+            raise _silent_rank(who, others, ls.summary.unreadable)
+
+    with opts.stages():
+        atomic_write(output, write)
     print_log_summary(ls.summary)
     console.print(f"{count[0]} rounds written to {output}", highlight=False)
     oom = ls.rebuilder.oom if ls.rebuilder else None
@@ -148,6 +165,23 @@ def _write(logs: list[Path], output: Path, opts: LogOptions, narrow) -> None:
     print_contradictions(found, limit=10)
     raise typer.Exit(EXIT_MISMATCH if found else 0)
 
+
+def _silent_rank(who: str, others: bool, unreadable: int) -> InputError:
+    """The deciding rank printed no adder line, so no round comes from it (a PP1 log
+    alone, or ``--rank`` naming a rank that only replays plans)."""
+    fix = (
+        "the adder lines here are another rank's: leave --rank out or name that rank"
+        if others
+        else "give the deciding rank's log (PP0) of a build that prints them"
+    )
+    why = (
+        f" ({unreadable} line(s) hold numbers a log cannot mean and were not used)"
+        if unreadable
+        else ""
+    )
+    return InputError(
+        f"{who} has no PrefillAdder lines{why}, so no round can be rebuilt from it; {fix}"
+    )
 
 
 def _batch_level(events, summary, fmt: str, last: int, rank: str | None) -> None:

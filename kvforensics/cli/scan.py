@@ -9,12 +9,13 @@ from typing import Annotated
 import typer
 
 from kvforensics.cli import app
-from kvforensics.cli._common import console, print_json, progress_bar, split_policies
+from kvforensics.cli._common import console, print_json, split_policies
 from kvforensics.cli._inputs import (
     Align,
     Chunk,
     Formats,
     LogOptions,
+    NoProgress,
     PageSize,
     Pool,
     Rank,
@@ -56,6 +57,7 @@ def scan(
     formats: Formats = None,
     since: Since = None,
     until: Until = None,
+    no_progress: NoProgress = False,
 ) -> None:
     """Scan a fleet's logs: out-of-memory causes, gap admissions, margins, what fixes refuse.
 
@@ -67,8 +69,9 @@ def scan(
 
     check_format(fmt, ("table", "json"))
     given = LogOptions(
-        page_size, align, chunk_size, pool_size, rank, formats, transfer_seconds, since, until
-    )
+        page_size, align, chunk_size, pool_size, rank, formats, transfer_seconds, since, until,
+        no_progress,
+    )  # fmt: skip
     opts = ScanOptions(
         policies=tuple(split_policies(policy)),
         overrides=tuple(given.overrides().items()),
@@ -79,18 +82,13 @@ def scan(
     )  # fmt: skip
     given.narrow()  # a bad value is a one-line error before any node is read
     check_outputs(output, report, paths)
-    with progress_bar() as bar:
-        task = bar.add_task("nodes", total=None)
+    nodes = []  # the stage, once the nodes are known
+    with given.stages() as st:
         fleet = scan(
-            paths,
-            opts,
-            group_by=group_by,
-            engine=engine,
-            jobs=jobs,
-            address=address,
-            on_start=lambda n: bar.update(task, total=n),
-            on_done=lambda _n: bar.advance(task),
-        )
+            paths, opts, group_by=group_by, engine=engine, jobs=jobs, address=address,
+            on_start=lambda n: nodes.append(st.stage("scanning nodes", n, "nodes")),
+            on_done=lambda _n: nodes[0].advance(),
+        )  # fmt: skip
     # findings are data (exit 0); a scan that could replay no node at all is bad input,
     # and a failed run writes nothing
     failed = not fleet.totals()["scanned"]

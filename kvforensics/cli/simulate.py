@@ -10,8 +10,8 @@ import typer
 from rich.table import Table
 
 from kvforensics.cli import app
-from kvforensics.cli._common import console, print_json, progress_bar, split_policies
-from kvforensics.cli._inputs import check_format
+from kvforensics.cli._common import console, print_json, split_policies, stages
+from kvforensics.cli._inputs import NoProgress, check_format
 from kvforensics.ledger_io import ledger_format, write_frame
 from kvforensics.outputs import check_output
 from kvforensics.scenario import load_scenario
@@ -29,6 +29,7 @@ def simulate(
     ledger: Annotated[
         Path | None, typer.Option(help="Also write the ledgers (.parquet/.csv/.json/.ndjson).")
     ] = None,
+    no_progress: NoProgress = False,
 ) -> None:
     """Re-run a scenario's rounds under each policy and show decisions, pieces and any OOM."""
     check_format(fmt, ("table", "json"))
@@ -37,19 +38,15 @@ def simulate(
         ledger_format(ledger)
     sc = load_scenario(scenario)
     results = []
-    with progress_bar() as bar:
+    with stages(not no_progress) as st:
         for p in split_policies(policy):
             node = sc.build_node(p)
             total = node.pending()
-            task = bar.add_task(f"{sc.name} [{p}]", total=total)
+            left = st.stage(f"policy {p}", total, "requests")
             results.append(
-                node.run(
-                    rounds,
-                    on_round=lambda n, t=task, total=total: bar.update(
-                        t, completed=total - n.pending()
-                    ),
-                )
+                node.run(rounds, on_round=lambda n, s=left, t=total: s.to(t - n.pending()))
             )
+            left.done()
     if ledger is not None:
         write_frame(pl.concat([r.ledger_frame() for r in results]), ledger)
     if fmt == "json":

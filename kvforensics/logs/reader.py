@@ -23,6 +23,7 @@ from kvforensics.logs.catalogue import Catalogue, load_catalogue
 from kvforensics.logs.extract import UNMATCHED_SAMPLES, ChunkStats, extract_chunk
 from kvforensics.logs.source import check_readable, is_gzip, iter_bytes
 from kvforensics.logs.summary import FileSummary, ParseSummary
+from kvforensics.progress import Stages, current
 
 CHUNK_BYTES = 8 << 20
 # A single line, or a multi-line message, longer than this cannot be kept whole (no
@@ -159,8 +160,11 @@ def iter_events(
     chunk_bytes: int = CHUNK_BYTES,
     workers: int | None = None,
     catalogue: Catalogue | None = None,
+    stages: Stages | None = None,
+    label: str = "reading logs",
 ) -> Iterator[pl.DataFrame]:
     """Event frames in file and line order; `summary` is filled as they are produced.
+    The bytes read are a stage (``label``) of ``stages`` (default: the command's display).
 
     Raises InputError (one line) for inputs that cannot be read at all.
     """
@@ -181,9 +185,11 @@ def iter_events(
     total = sum(p.stat().st_size for p in paths)
 
     with ExitStack() as stack:
-        on_read = None
-        if progress and total > PROGRESS_MIN_BYTES:
-            on_read = _progress_bar(stack, total)
+        # a stage of the command's display; ``progress`` alone opens a display of its own
+        shown = stages or current()
+        if progress and not shown.enabled and total > PROGRESS_MIN_BYTES:
+            shown = stack.enter_context(Stages())
+        on_read = shown.reader(label, total)
         pool = stack.enter_context(ThreadPoolExecutor(max_workers=workers))
         for path in paths:
             fs = FileSummary(str(path), is_gzip(path), path.stat().st_size)
@@ -241,31 +247,6 @@ def _collect(
         undated = events["time"].is_null() & (events["clock"].is_not_null() | (events["rank"] != ""))
         summary.undated_events += int(undated.sum())
     return events
-
-
-def _progress_bar(stack: ExitStack, total: int) -> Callable[[int], None]:
-    from rich.console import Console
-    from rich.progress import (
-        BarColumn,
-        DownloadColumn,
-        Progress,
-        TimeRemainingColumn,
-        TransferSpeedColumn,
-    )
-
-    bar = stack.enter_context(
-        Progress(
-            "[progress.description]{task.description}",
-            BarColumn(),
-            DownloadColumn(),
-            TransferSpeedColumn(),
-            TimeRemainingColumn(),
-            console=Console(stderr=True),
-            transient=True,
-        )
-    )
-    task = bar.add_task("parsing logs", total=total)
-    return lambda n: bar.advance(task, n)
 
 
 def read_events(

@@ -30,6 +30,14 @@ class ParseSummary:
     #: lines that matched a format but hold numbers a log cannot mean (logs/sanity.py)
     unreadable: int = 0
     unreadable_samples: list[tuple[str, int, str]] = field(default_factory=list)
+    #: ``parse --since/--until``: events left out as outside the times, and events kept
+    #: although they carry no time (they cannot be placed outside)
+    outside_times: dict[str, int] = field(default_factory=dict)
+    untimed_kept: int = 0
+
+    @property
+    def events_kept(self) -> int:
+        return self.events - sum(self.outside_times.values())
 
     @property
     def lines(self) -> int:

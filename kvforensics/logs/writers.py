@@ -13,6 +13,7 @@ from kvforensics.errors import InputError
 from kvforensics.logs.catalogue import Catalogue, load_catalogue
 from kvforensics.logs.reader import iter_events
 from kvforensics.logs.summary import ParseSummary
+from kvforensics.progress import current
 
 SUFFIXES = {".parquet": "parquet", ".csv": "csv", ".ndjson": "ndjson", ".jsonl": "ndjson"}
 
@@ -29,13 +30,22 @@ def events_lazy(
     summary: ParseSummary,
     catalogue: Catalogue | None = None,
     progress: bool = False,
+    keep: pl.Expr | None = None,
 ) -> pl.LazyFrame:
-    """The events as a LazyFrame fed chunk by chunk from the reader."""
+    """The events as a LazyFrame fed chunk by chunk from the reader; ``keep`` (the
+    ``--since``/``--until`` times) leaves the others out, counted in ``summary``."""
     cat = catalogue or load_catalogue()
     paths = list(paths)
+    stages = current()  # polars calls ``source`` from a thread of its own
 
     def source(with_columns, predicate, n_rows, batch_size):
-        for df in iter_events(paths, summary, progress=progress, catalogue=cat):
+        for df in iter_events(paths, summary, progress=progress, catalogue=cat, stages=stages):
+            if keep is not None:
+                out = df.filter(~keep)["kind"].value_counts().iter_rows()
+                for k, n in out:
+                    summary.outside_times[k] = summary.outside_times.get(k, 0) + n
+                df = df.filter(keep)
+                summary.untimed_kept += df["time"].null_count()
             if with_columns is not None:
                 df = df.select(with_columns)
             if predicate is not None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import Literal, get_args
 
 from kvforensics.model import sizing
 
@@ -19,6 +20,8 @@ SIZE_FIELDS = (
     "truncation_align_size",
     "max_new_tokens",
 )
+#: which availability line an out-of-memory prints (``Config.cache_kind``)
+CacheKind = Literal["hybrid", "radix"]
 _POSITIVE = ("page_size", "chunked_prefill_size", "max_prefill_tokens", "pool_size")
 
 
@@ -69,7 +72,7 @@ class Config:
     max_new_tokens: int = 1
     #: which availability line an out-of-memory prints: "hybrid" (full_available_size=...)
     #: for the hybrid-SSM cache of the incident, "radix" (available_size=...) otherwise.
-    cache_kind: str = "hybrid"
+    cache_kind: CacheKind = "hybrid"
     #: the SWA pool of a hybrid sliding-window model (``swa_max_total_num_tokens``), None
     #: without one: ``PagePool`` needs room in it too, the adder's budget does not see it
     swa_pool_size: int | None = None
@@ -79,7 +82,7 @@ class Config:
         if problems:
             name, why = problems[0]
             raise ValueError(f"{name} {getattr(self, name)} {why}")
-        if self.cache_kind not in ("hybrid", "radix"):
+        if self.cache_kind not in get_args(CacheKind):
             raise ValueError(f"cache_kind must be 'hybrid' or 'radix', got {self.cache_kind!r}")
 
     def with_(self, **changes: int | str) -> Config:

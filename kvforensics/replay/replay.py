@@ -17,6 +17,7 @@ from kvforensics.logs import load_catalogue
 from kvforensics.logs.source import check_readable
 from kvforensics.model import PrefillNode, RunResult, Timing
 from kvforensics.model.profiles import FORK, Profile
+from kvforensics.progress import IDLE, current, run_shown
 from kvforensics.replay.arrivals import Shown
 from kvforensics.replay.fidelity import Fidelity
 from kvforensics.replay.passes import WINDOW, RoundPass, Timed
@@ -194,8 +195,11 @@ def _whole(paths, args, narrow: Narrow, whole_log: bool, profile: Profile):
         return None, (logs.events, logs.summary)
     rb = logs.rebuild
     ps = RoundPass(rb.cfg, dict(rb.seq_lens), window=None, whole=whole_log, profile=profile)
+    checked = current().stage("checking rounds", len(rb.rounds), "rounds")
     for rnd in rb.rounds:
         ps.add(rnd)
+        checked.advance()
+    checked.done()
     rr = ReplayResult(rb, logs.events, logs.summary, ps.fidelity.result(), {}, None)
     rr.has_ms = _has_ms(logs.events)
     rr.rounds_seen, rr.logged_seen = len(rb.rounds), ps.logged
@@ -206,10 +210,14 @@ def _streamed(paths, args, narrow: Narrow, window: int, whole_log: bool, profile
     ls = LogStream(paths, args["overrides"], args["rank"], args["formats"], args["progress"],
                    hold=True)  # fmt: skip
     ps = None
-    for rnd in narrow_rounds(ls, narrow):
+    st, checked = current(), IDLE  # stages below the read's: rounds rebuilt, then checked
+    for rnd in narrow_rounds(st.counted(ls, "rebuilding rounds", "rounds"), narrow):
         if ps is None:
             ps = RoundPass(ls.cfg, ls.rebuilder.seq_lens, window, whole_log, profile=profile)
+            checked = st.stage("checking rounds", unit="rounds")
         ps.add(rnd)
+        checked.advance()
+    checked.done()
     if ls.unreplayable is not None:
         return None, (ls.unreplayable, ls.summary)
     if ps is None:  # no round at all
@@ -299,7 +307,7 @@ def _run_policies(
 
     rr.build_node = build
     for policy in dict.fromkeys(["prefix", *policies]):
-        rr.results[policy] = build(policy).run(max_rounds=MAX_ROUNDS)
+        rr.results[policy] = run_shown(build(policy), f"policy {policy}", MAX_ROUNDS)
     if rb.oom:
         got = rr.results["prefix"].oom
         o = rb.oom

@@ -12,6 +12,7 @@ from kvforensics.errors import InputError
 from kvforensics.ledger_io import read_ledger
 from kvforensics.model import POLICIES, Config, RunResult
 from kvforensics.model.profiles import Profile, get_profile
+from kvforensics.progress import run_shown
 from kvforensics.report.ledgers import normalize, policies_in, select_policy
 
 
@@ -39,7 +40,7 @@ def scenario_runs(
     from kvforensics.scenario import load_scenario
 
     sc = load_scenario(path)
-    results = {p: sc.build_node(p).run() for p in check_policies(policies)}
+    results = {p: run_shown(sc.build_node(p), f"policy {p}") for p in check_policies(policies)}
     return results, (sc.cfg, get_profile(sc.profile))
 
 

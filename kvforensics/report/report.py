@@ -16,11 +16,13 @@ from kvforensics.ledger_io import write_frame
 from kvforensics.model import Config, RunResult
 from kvforensics.model.profiles import Profile
 from kvforensics.outputs import atomic_write_text, check_not_input
+from kvforensics.progress import current
 from kvforensics.report import _fmt, manifest
 from kvforensics.report.diff import Diff, diff_ledgers
 from kvforensics.report.explain import explain_round
 from kvforensics.report.figures import plot_pool, plot_waterfall
 from kvforensics.report.ledgers import ledger_of, round_summaries
+from kvforensics.report.terminal import MAX_WORD, shorten_values
 
 #: a per-round table longer than this is cut to the rounds around the focus and the OOM
 MAX_TABLE_ROUNDS = 120
@@ -194,23 +196,29 @@ def write_report(
     stale = manifest.claim(out, [p.name for p in paths.values()], force)
 
     written: list[Path] = []
+    files = current().stage("writing report", len(paths), "files")
     plot_pool(results, paths["pool"], focus=focus, history=list(history))
     written.append(paths["pool"])
+    files.advance()
     if focus is not None:
         plot_waterfall({p: results[p] for p in _pair(results)}, focus, paths["waterfall"])
         written.append(paths["waterfall"])
+        files.advance()
     ledger = pl.concat([r.ledger_frame() for r in results.values()], how="vertical_relaxed")
-    for key in ("ledger_parquet", "ledger_csv"):
-        write_frame(ledger, paths[key])
-        written.append(paths[key])
+    frames = [("ledger_parquet", ledger), ("ledger_csv", ledger)]
     if events is not None:
-        for key in ("events_parquet", "events_csv"):
-            write_frame(events, paths[key])
-            written.append(paths[key])
+        frames += [("events_parquet", events), ("events_csv", events)]
+    for key, frame in frames:
+        write_frame(frame, paths[key])
+        written.append(paths[key])
+        files.advance()
 
     names = [p.name for p in written] + [manifest.MANIFEST]
     md = _markdown(results, title, story, evidence, focus, names, log_notes, need_legend(sizing))
+    md = _shortened(md, names, _rids(results, events))
     atomic_write_text(paths["md"], md)
+    files.advance()
+    files.done()
     manifest.record(out, ["report.md", *names], stale)
     return [paths["md"], *written]
 
@@ -280,6 +288,27 @@ def _markdown(results, title, story, evidence, focus, files, log_notes, legend) 
         ]
     out += ["## Files", ""] + [f"- `{f}`" for f in ["report.md", *files]]
     return "\n".join(out) + "\n"
+
+
+def _rids(results: Mapping[str, RunResult], events: pl.DataFrame | None) -> set[str]:
+    rids = {rid for r in results.values() for rid in r.requests}
+    if events is not None and "rid" in events.columns:
+        rids.update(events["rid"].drop_nulls().unique().to_list())
+    return rids
+
+
+def _shortened(md: str, files: Sequence[str], rids: Iterable[str]) -> str:
+    """Values too long to read (a 100,000-character rid) cut to their head and tail as
+    the terminal's tables cut them; the data files beside report.md hold them whole."""
+    short = shorten_values(md, rids)
+    if short == md:
+        return md
+    whole = [f"`{f}`" for f in files if f.endswith(".csv") or f.endswith(".parquet")]
+    return short + (
+        f"\nValues over {MAX_WORD} characters (such as a long request id) are shortened in "
+        "this file to their head and tail, never inside a number, with how much was left "
+        f"out; {', '.join(whole) or 'the ledgers'} hold them whole.\n"
+    )
 
 
 def _figures(focus: int | None) -> list[str]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 import textwrap
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from rich.console import Console, ConsoleOptions, RenderResult
@@ -108,6 +108,14 @@ def shorten_words(text: str) -> str:
     if len(text) <= MAX_WORD:
         return text
     return _LONG_WORD.sub(lambda m: _middle_cut(m[0]), text)
+
+
+def shorten_values(text: str, values: Iterable[str]) -> str:
+    """``text`` with each of ``values`` over ``MAX_WORD`` characters (rids) cut the same
+    way wherever it stands, whatever punctuation follows it; then any other long word."""
+    for v in sorted((v for v in set(values) if len(v) > MAX_WORD), key=len, reverse=True):
+        text = text.replace(v, _middle_cut(v))
+    return shorten_words(text)
 
 
 def _cell(v: object) -> str:

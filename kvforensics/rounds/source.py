@@ -12,6 +12,7 @@ import polars as pl
 from kvforensics.errors import InputError
 from kvforensics.logs import read_events
 from kvforensics.logs.summary import ParseSummary
+from kvforensics.progress import current
 from kvforensics.rounds.config import check_overrides, read_config
 from kvforensics.rounds.crosscheck import cross_check
 from kvforensics.rounds.rebuild import Rebuild, rebuild_rounds
@@ -73,7 +74,10 @@ def from_logs(
     if need_adder:
         require_adder_lines(has_adder_lines(events))
     cfg, conf = read_config(events, overrides or {}, summary.unreadable_samples)
+    rebuilt = current().stage("rebuilding rounds", unit="rounds")
     rb = rebuild_rounds(events, cfg, conf, rank=rank)
+    rebuilt.advance(len(rb.rounds))
+    rebuilt.done()
     cross_check(rb, events)
     if narrow:
         rb.rounds = [r for r in rb.rounds if narrow.within(r)]

@@ -75,6 +75,27 @@ class Narrow:
             c for c in rb.contradictions if c.round is None or self.within(Round(c.round, None))
         ]
 
+    def events(self) -> pl.Expr | None:
+        """The events within the time bounds, for ``parse``: it gives events, not rounds,
+        so a round number means nothing there and is refused. An event without a time is
+        kept, as a round without one is: it cannot be placed outside."""
+        for flag, n in (("--since", self.since_round), ("--until", self.until_round)):
+            if n is not None:
+                raise InputError(
+                    f"{flag} {n}: parse gives events, not rounds, so a round number has no "
+                    "meaning here; give a time like '2026-11-02 15:16:26' (or run "
+                    f"`kvforensics rounds LOG... {flag} {n} -o rounds.ndjson` for the rounds)"
+                )
+        if not self:
+            return None
+        t = pl.col("time")
+        inside = pl.lit(True)
+        if self.since_time is not None:
+            inside = inside & (t >= self.since_time)
+        if self.until_time is not None:
+            inside = inside & (t <= self.until_time)
+        return t.is_null() | inside
+
     def __bool__(self) -> bool:
         return any(v is not None for v in (self.since_round, self.until_round,
                                            self.since_time, self.until_time))  # fmt: skip
@@ -196,7 +217,9 @@ class LogStream:
         another rank's, and that rank's file may come after the deciding rank's. (With
         one file, the batch lines before the first adder line are all it gets.)"""
         keep = []
-        for frame in iter_events(self.paths, ParseSummary(), extra_formats=self.formats):
+        ahead = iter_events(self.paths, ParseSummary(), extra_formats=self.formats,
+                            label="reading batch lines")  # fmt: skip
+        for frame in ahead:
             if "new_token" in frame.columns:
                 b = frame.filter(pl.col("kind") == "prefill_batch")
                 keep.append(b.select("kind", "rank", "file", "line", "time", "new_token"))

@@ -8,10 +8,13 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import tempfile
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures.process import BrokenProcessPool
 
 from kvforensics.errors import InputError
+from kvforensics.progress import current
 from kvforensics.scan.records import NodeScan, NodeSpec
 from kvforensics.scan.task import ScanOptions, scan_node
 
@@ -38,28 +41,55 @@ def run_tasks(
 def run_local(
     specs: Sequence[NodeSpec], opts: ScanOptions, *, jobs: int | None = None, on_done=None
 ) -> list[NodeScan]:
-    """One worker per core by default; one job runs in this process (no pool)."""
+    """One worker per core by default; one job runs in this process (no pool). The
+    temporary directory URLs are fetched into is this process's, so it goes when the
+    scan ends even if a worker was killed mid-node; such a node is scanned again alone,
+    and if its worker dies again its row says so."""
     if jobs is None:
         jobs = os.cpu_count() or 1
     if jobs < 1:
         raise InputError(f"--jobs {jobs}: give at least 1")
-    if jobs == 1 or len(specs) <= 1:
-        out = []
-        for spec in specs:
-            out.append(scan_node(spec, opts))
-            if on_done:
-                on_done(out[-1])
-        return out
+    done = on_done or (lambda _r: None)
+    with tempfile.TemporaryDirectory(prefix="kvf-scan-") as work:
+        if jobs == 1 or len(specs) <= 1:
+            out = []
+            for spec in specs:
+                with current().scope():  # this node's stages, gone when it is done
+                    out.append(scan_node(spec, opts, work))
+                done(out[-1])
+            return out
+        results = _pool(specs, range(len(specs)), opts, min(jobs, len(specs)), work, done)
+        for i in [i for i, r in enumerate(results) if r is None]:
+            again = _pool(specs, [i], opts, 1, work, done)[i]
+            if again is None:
+                again = _died(specs[i])
+                done(again)
+            results[i] = again
+    return results  # type: ignore[return-value]
+
+
+def _pool(specs, which, opts, workers: int, work: str, done) -> list[NodeScan | None]:
+    """The nodes ``which`` on a pool of ``workers`` processes; None where a worker died."""
     # spawn, not fork: polars' thread pool does not survive a fork
     ctx = multiprocessing.get_context("spawn")
     results: list[NodeScan | None] = [None] * len(specs)
-    with ProcessPoolExecutor(max_workers=min(jobs, len(specs)), mp_context=ctx) as pool:
-        futures = {pool.submit(scan_node, spec, opts): i for i, spec in enumerate(specs)}
+    with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
+        futures = {pool.submit(scan_node, specs[i], opts, work): i for i in which}
         for fut in as_completed(futures):
-            results[futures[fut]] = fut.result()
-            if on_done:
-                on_done(results[futures[fut]])
-    return results  # type: ignore[return-value]
+            try:
+                results[futures[fut]] = fut.result()
+            except BrokenProcessPool:  # a worker was killed: which node it held is unknown
+                continue
+            done(results[futures[fut]])
+    return results
+
+
+def _died(spec: NodeSpec) -> NodeScan:
+    return NodeScan(
+        spec.node,
+        spec.files,
+        "the worker process scanning this node died (killed, perhaps for memory), twice",
+    )
 
 
 def run_ray(

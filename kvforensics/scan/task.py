@@ -33,22 +33,34 @@ class ScanOptions:
     until: str | None = None
 
 
-def scan_node(spec: NodeSpec, opts: ScanOptions) -> NodeScan:
-    """Never raises for bad input: the node's result says what went wrong in a line."""
-    with tempfile.TemporaryDirectory(prefix="kvf-scan-") as tmp:
-        local, unreadable = _fetch(spec.files, Path(tmp))
-        if not local:
-            return NodeScan(spec.node, spec.files, "no readable file", tuple(unreadable))
-        try:
-            return _scan(spec, opts, local, tuple(unreadable))
-        except KvfError as exc:
-            return NodeScan(spec.node, spec.files, str(exc), tuple(unreadable))
-        except Exception as exc:  # one broken node must not stop the fleet
-            text = f"internal error: {type(exc).__name__}: {exc}".splitlines()[0]
-            return NodeScan(spec.node, spec.files, text, tuple(unreadable))
+def scan_node(spec: NodeSpec, opts: ScanOptions, workdir: str | None = None) -> NodeScan:
+    """Never raises for bad input: the node's result says what went wrong in a line.
+
+    A URL is copied into a temporary directory first: under ``workdir`` when given (a
+    local pool's parent owns it, so what a killed worker leaves there goes with it),
+    else one of its own (a Ray task on another machine)."""
+    if not any(is_url(f) for f in spec.files):
+        return _scan_fetched(spec, opts, None)
+    with tempfile.TemporaryDirectory(prefix="kvf-scan-", dir=workdir) as tmp:
+        return _scan_fetched(spec, opts, Path(tmp))
 
 
-def _fetch(files: tuple[str, ...], tmp: Path) -> tuple[list[Path], list[tuple[str, str]]]:
+def _scan_fetched(spec: NodeSpec, opts: ScanOptions, tmp: Path | None) -> NodeScan:
+    local, unreadable = _fetch(spec.files, tmp)
+    if not local:
+        return NodeScan(spec.node, spec.files, "no readable file", tuple(unreadable))
+    try:
+        return _scan(spec, opts, local, tuple(unreadable))
+    except KvfError as exc:
+        return NodeScan(spec.node, spec.files, str(exc), tuple(unreadable))
+    except Exception as exc:  # one broken node must not stop the fleet
+        text = f"internal error: {type(exc).__name__}: {exc}".splitlines()[0]
+        return NodeScan(spec.node, spec.files, text, tuple(unreadable))
+
+
+def _fetch(
+    files: tuple[str, ...], tmp: Path | None
+) -> tuple[list[Path], list[tuple[str, str]]]:
     """Local paths for the node's files (a URL is copied into ``tmp`` under its own name),
     and the files that cannot be read with the reason."""
     local, bad = [], []

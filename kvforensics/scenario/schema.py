@@ -6,19 +6,21 @@ only says what each value may be on its own."""
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from dataclasses import MISSING, fields
+from typing import Annotated, get_type_hints
 
 from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
     ValidationError,
+    create_model,
     field_validator,
     model_validator,
 )
 
 from kvforensics.errors import InputError, validation_line
-from kvforensics.model.config import MAX_TOKENS
+from kvforensics.model.config import MAX_TOKENS, SIZE_FIELDS, Config
 from kvforensics.model.profiles import PROFILES
 
 #: no request is longer than this (64 Mi tokens: several times the longest context any
@@ -40,15 +42,20 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False, frozen=True)
 
 
-class ConfigTable(_Strict):
-    page_size: int
-    chunked_prefill_size: int
-    max_prefill_tokens: int
-    pool_size: int
-    align_size: int = 0
-    truncation_align_size: int = 0
-    max_new_tokens: int = 1
-    cache_kind: Literal["hybrid", "radix"] = "hybrid"
+def _config_table() -> type[_Strict]:
+    """The ``[config]`` table: ``model.Config``'s sizes and cache kind, typed and
+    defaulted as the dataclass declares them (one home for the fields; ``Config`` is built
+    from this table's values)."""
+    hints = get_type_hints(Config)
+    spec = {
+        f.name: (hints[f.name], ... if f.default is MISSING else f.default)
+        for f in fields(Config)
+        if f.name in (*SIZE_FIELDS, "cache_kind")
+    }
+    return create_model("ConfigTable", __base__=_Strict, **spec)
+
+
+ConfigTable = _config_table()
 
 
 class PoolTable(_Strict):

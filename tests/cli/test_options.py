@@ -126,11 +126,27 @@ def test_explain_of_logs_takes_the_transfer_time():
     assert r.returncode == 2 and "PP9" in r.stderr and "PP0" in r.stderr
 
 
-def test_rounds_of_a_rank_without_adder_lines_names_it_and_its_file():
-    r = cli("rounds", INC / "pp1.log.gz", columns=200)
-    assert "PP1 (" in r.stdout and "pp1.log.gz" in r.stdout
-    assert "from  (" not in r.stdout and "None" not in r.stdout
-    assert "no PrefillAdder lines" in r.stdout
+@pytest.mark.parametrize("extra", [(), ("--format", "json"), ("-o", "rounds.ndjson")])
+def test_rounds_of_a_pp1_log_alone_is_exit_2_naming_the_file_and_asking_for_pp0(extra, tmp_path):
+    extra = tuple(str(tmp_path / x) if x.endswith(".ndjson") else x for x in extra)
+    r = cli("rounds", INC / "pp1.log.gz", *extra, columns=200)
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    assert r.stdout == ""
+    (line,) = r.stderr.strip().splitlines()
+    assert "PP1 (" in line and "pp1.log.gz" in line and "PP0" in line
+    assert "no PrefillAdder lines" in line and "None" not in line
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_rounds_with_rank_naming_a_rank_without_adder_lines_says_whose_they_are(tmp_path):
+    for extra in ((), ("-o", str(tmp_path / "r.parquet"))):
+        r = cli("rounds", INC / "pp0.log", INC / "pp1.log.gz", "--rank", "PP1", *extra)
+        assert r.returncode == 2, (r.stdout, r.stderr)
+        (line,) = r.stderr.strip().splitlines()
+        assert "PP1 (" in line and "another rank's" in line and "--rank" in line
+    assert list(tmp_path.iterdir()) == []
+    narrowed = cli("rounds", INC / "pp0.log", "--since", "99999")  # rounds, none shown
+    assert narrowed.returncode == 0, narrowed.stderr
 
 
 def test_rounds_exits_3_on_contradictions_like_replay():
@@ -154,3 +170,11 @@ def test_logs_from_different_times_are_one_line_not_a_flood():
     assert "PP3" in d["contradictions"][0]["detail"]
     assert "pp3.log" in d["contradictions"][0]["detail"]
     assert r.returncode == 3
+
+
+def test_rounds_of_a_release_log_with_a_rank_it_lacks_names_the_ranks_there():
+    r = cli("rounds", INC / "pp3.log", "--rank", "PP0")
+    assert r.returncode == 2 and r.stdout == ""
+    (line,) = r.stderr.strip().splitlines()
+    assert "--rank PP0" in line and "PP3 in" in line and "pp3.log" in line
+    assert cli("rounds", INC / "pp3.log", "--rank", "PP3", "--last", "1").returncode == 0

@@ -4,7 +4,9 @@ checked nor replayed, and what lies past ``--until`` no part of the replay."""
 
 import json
 import shutil
+from datetime import datetime
 
+import polars as pl
 import pytest
 
 from tests.cli.test_options import INC, cli, flags
@@ -76,3 +78,55 @@ def test_scan_narrows_each_node(tmp_path):
     assert r.returncode == 0, r.stderr
     t = json.loads(r.stdout)["totals"]
     assert t["fidelity_rounds"] == _logged_rounds("--since", "7700") and t["ooms"] == 1
+
+
+def _events(path) -> pl.DataFrame:
+    return pl.read_parquet(path)
+
+
+def test_parse_narrows_events_by_their_times(tmp_path):
+    whole, part = tmp_path / "all.parquet", tmp_path / "part.parquet"
+    assert cli("parse", PP0, "-o", whole).returncode == 0
+    lo, hi = "2026-11-02 15:16:26", "2026-11-02 15:16:28"
+    r = cli("parse", PP0, "-o", part, "--since", lo, "--until", hi)
+    assert r.returncode == 0, r.stderr
+    everything, got = _events(whole), _events(part)
+    t = pl.col("time")
+    inside = everything.filter(
+        (t >= datetime.fromisoformat(lo)) & (t <= datetime.fromisoformat(hi))
+    )
+    assert 0 < got.height == inside.height < everything.height
+    assert got["line"].to_list() == inside["line"].to_list()
+    assert f"-> {got.height} events" in r.stdout
+    assert f"{everything.height - got.height} event(s) outside those times" in r.stdout
+
+
+def test_parse_keeps_events_without_a_time_as_rounds_do(tmp_path):
+    """A line whose prefix has no date cannot be placed outside the times: kept, and said."""
+    lines = PP0.read_text().splitlines()[:60]
+    undated = [ln.replace("[2026-11-02 09:05:03 PP0]", "[09:05:03 PP0]") for ln in lines]
+    log = tmp_path / "undated.log"
+    log.write_text("\n".join(undated) + "\n")
+    r = cli("parse", log, "-o", tmp_path / "e.parquet", "--since", "2026-11-02 10:00:00")
+    assert r.returncode == 0, r.stderr
+    got = _events(tmp_path / "e.parquet")
+    moved = sum("[09:05:03 PP0]" in ln for ln in undated)
+    assert moved and got.height == got["time"].null_count() >= 1
+    assert "without a time kept" in r.stdout
+
+
+@pytest.mark.parametrize("flag", ["--since", "--until"])
+def test_parse_refuses_a_round_number_in_one_line_saying_why(flag, tmp_path):
+    r = cli("parse", PP0, "-o", tmp_path / "e.parquet", flag, "7700")
+    assert r.returncode == 2 and r.stdout == ""
+    (line,) = r.stderr.strip().splitlines()
+    assert f"{flag} 7700" in line and "not rounds" in line and "kvforensics rounds" in line
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_parse_says_a_bad_time_as_the_other_commands_do(tmp_path):
+    r = cli("parse", PP0, "-o", tmp_path / "e.parquet", "--until", "yesterday")
+    other = cli("rounds", PP0, "--until", "yesterday")
+    assert r.returncode == other.returncode == 2
+    assert r.stderr == other.stderr
+    assert list(tmp_path.iterdir()) == []

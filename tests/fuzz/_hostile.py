@@ -47,6 +47,7 @@ FLOATS = ["nan", "inf", "-inf", "-1", "0", "1e-300", "1e308", "0.5"]
 #: each command's flags the first draw does not give, with the values to try
 FLAGS: dict[str, list[tuple[str, list[str] | None]]] = {
     "rounds": [("--since", WHEN), ("--until", WHEN), ("--last", BIG)],
+    "parse": [("--since", WHEN), ("--until", WHEN)],
     "replay": [("--policy", POLICIES), ("--transfer-seconds", FLOATS)],
     "diff": [("--transfer-seconds", FLOATS)],
     "simulate": [("--show", BIG), ("--rounds", BIG)],

@@ -41,7 +41,8 @@ def test_each_impossible_number_drops_its_line(tmp_path):
 
 
 def test_all_minus_one_log_ends(tmp_path):
-    """Six lines whose adder numbers are all -1: the rounds command finishes at once."""
+    """Six lines whose adder numbers are all -1: the rounds command finishes at once,
+    and with every adder line unusable there is no round: one line saying why."""
     head = write_log(tmp_path).read_text().splitlines()[:3]
     body = [
         "[2026-11-02 15:16:26 PP0] PrefillAdder.add_one_req: rid=a, seq_len=-1, prefix_len=-1, "
@@ -54,8 +55,9 @@ def test_all_minus_one_log_ends(tmp_path):
     log = tmp_path / "minus.log"
     log.write_text("\n".join(head + body) + "\n")
     out = run_cli("rounds", log)
-    assert out.code == 0, out.stderr
-    assert "3 line(s) hold numbers a log cannot mean" in out.stdout
+    assert out.code == 2, out.stderr
+    (line,) = out.stderr.strip().splitlines()
+    assert "3 line(s) hold numbers a log cannot mean" in line and "no round" in line
     assert run_cli("replay", log).code == 2  # nothing left to replay: a one-line error
 
 

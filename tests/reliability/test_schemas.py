@@ -33,6 +33,12 @@ def _scenario(tmp_path, old, new, name="s.toml"):
         ("align_size = 256", "align_size = 100", "multiple of page_size"),
         ("first_round = 0", "first_round = 0\nfirts_round = 1", "firts_round: unknown key"),
         ("host_hit_len = 73792", "host_hit_len = 93792", "must leave at least one token"),
+        # the [config] table is model.Config's own fields: its types, defaults and kinds
+        ("page_size = 64", 'page_size = "64"', "config.page_size: Input should be a valid int"),
+        ("pool_size = 262144\n", "", "config.pool_size: Field required"),
+        ('cache_kind = "hybrid"', 'cache_kind = "lru"', "config.cache_kind: Input should be"),
+        ("max_new_tokens = 1", "max_new_token = 1", "config.max_new_token: unknown key"),
+        ("max_new_tokens = 1", "max_new_tokens = 1.5", "config.max_new_tokens: Input should"),
     ],
 )
 def test_bad_scenario_is_one_line_naming_the_field(tmp_path, old, new, says):
@@ -91,3 +97,22 @@ def test_ledger_rows_are_checked(tmp_path):
             out = run_cli(*args)
             assert out.code == 2 and says in out.stderr, (name, out.stderr)
             assert len(out.stderr.strip().splitlines()) == 1
+
+
+def test_config_fields_left_out_take_the_models_defaults(tmp_path):
+    """A scenario without ``max_new_tokens`` or ``cache_kind`` runs as ``Config`` would
+    be built without them."""
+    import dataclasses
+
+    from kvforensics.model import Config
+    from kvforensics.scenario import load_scenario
+
+    text = TEXT.replace("max_new_tokens = 1\n", "").replace('cache_kind = "hybrid"\n', "")
+    path = tmp_path / "s.toml"
+    path.write_text(text)
+    cfg = load_scenario(path).cfg
+    defaults = {f.name: f.default for f in dataclasses.fields(Config)}
+    assert (cfg.max_new_tokens, cfg.cache_kind) == (
+        defaults["max_new_tokens"],
+        defaults["cache_kind"],
+    )

@@ -1,6 +1,7 @@
 """A damaged log's 100,000-character rid stays a value, not a page: the report's figures
 keep the size they have with the logged rids."""
 
+import re
 import struct
 
 import pytest
@@ -28,3 +29,24 @@ def test_figures_keep_their_size_with_a_huge_rid(who, tmp_path):
     for name, (w, h) in got.items():
         rw, rh = ref[name]
         assert w < 1.5 * rw and h < 1.5 * rh, (name, (w, h), (rw, rh))
+
+
+@pytest.mark.parametrize("who", ["as-xpkq7d03n5", "as-1keim4u1e8"])
+def test_report_md_shortens_a_huge_rid_the_same_way_everywhere_and_the_data_keep_it(
+    who, tmp_path
+):
+    rid = "x" * 100_000
+    long = tmp_path / "long.log"
+    long.write_bytes(LOG.read_bytes().replace(who.encode(), rid.encode()))
+    assert run_cli("report", long, "-o", tmp_path / "long").code == run_cli("replay", long).code
+    md = (tmp_path / "long" / "report.md").read_text()
+    assert run_cli("report", LOG, "-o", tmp_path / "ref").code == run_cli("replay", LOG).code
+    ref_md = (tmp_path / "ref" / "report.md").read_text()
+    assert rid not in md and who not in md
+    assert len(md) < 2 * len(ref_md)
+    shown = set(re.findall(r"x+…\(\d+ more\)…x+", md))
+    assert len(shown) == 1, shown  # one form, whatever punctuation follows the rid
+    assert md.count(shown.pop()) == ref_md.count(who) > 0
+    assert "shortened in this file" in md and "shortened in this file" not in ref_md
+    for name in ("ledger.csv", "events.csv"):
+        assert rid in (tmp_path / "long" / name).read_text(), name
