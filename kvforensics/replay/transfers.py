@@ -10,7 +10,8 @@ matching them against the rises, over the ordinary traffic before the incident, 
 from __future__ import annotations
 
 from array import array
-from collections import deque
+from bisect import bisect_left
+from itertools import islice
 from statistics import median, quantiles
 
 from kvforensics.model import Config
@@ -49,9 +50,28 @@ class Traffic:
                 _push(self.finishes, r.index, t, self.cfg.ceil_page(seq) - dev)
         self.prev = r
 
-    def before(self, index: int) -> tuple[list[tuple[float, int]], list[tuple[float, int]]]:
-        """(seconds, tokens) of rises and of finished requests in rounds before ``index``."""
-        return _cut(self.frees, index), _cut(self.finishes, index)
+    def before(self, index: int) -> tuple[Pairs, Pairs]:
+        """(seconds, tokens) of rises and of finished requests in rounds before ``index``,
+        as views of the arrays (a 2 GB log has over a million of each: as Python tuples
+        they took more memory than the whole stream)."""
+        return Pairs(self.frees, index), Pairs(self.finishes, index)
+
+
+class Pairs:
+    """The (seconds, tokens) of one column set's entries in rounds before ``index``.
+
+    NOTE: rounds are added in index order, so those entries are a prefix of the arrays."""
+
+    __slots__ = ("cols", "n")
+
+    def __init__(self, cols, index: int) -> None:
+        self.cols, self.n = cols, bisect_left(cols[0], index)
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __iter__(self):
+        return islice(zip(self.cols[1], self.cols[2], strict=True), self.n)
 
 
 def _push(cols, index: int, t: float, tokens: int) -> None:
@@ -60,13 +80,7 @@ def _push(cols, index: int, t: float, tokens: int) -> None:
     cols[2].append(tokens)
 
 
-def _cut(cols, index: int) -> list[tuple[float, int]]:
-    return [(t, n) for i, t, n in zip(*cols, strict=True) if i < index]
-
-
-def frees_and_finishes(
-    rb: Rebuild, before: int
-) -> tuple[list[tuple[float, int]], list[tuple[float, int]]]:
+def frees_and_finishes(rb: Rebuild, before: int) -> tuple[Pairs, Pairs]:
     """(seconds, tokens) of observed baseline rises, and of requests that finished, in the
     logged rounds before round ``before``."""
     traffic = Traffic(rb.cfg)
@@ -86,14 +100,16 @@ def estimate_latency(frees, finishes):
     """
     if len(frees) < 20 or len(finishes) < 20:
         return None
-    queue = deque(finishes)
-    delays: list[float] = []
+    queue = iter(finishes)  # oldest first; ``head`` is the next one not yet paid out
+    head = next(queue, None)
+    delays = array("d")
     for t, amount in frees:
         paid = 0
-        while queue and paid < amount and queue[0][0] <= t:
-            t_fin, n = queue.popleft()
+        while head is not None and paid < amount and head[0] <= t:
+            t_fin, n = head
             paid += n
             delays.append(t - t_fin)
+            head = next(queue, None)
     if len(delays) < 20:
         return None
     q = quantiles(delays, n=4)

@@ -20,3 +20,29 @@ def test_recovers_a_constant_latency(latency, gaps):
 
 def test_too_little_evidence_gives_none():
     assert estimate_latency([(1.0, 64)] * 5, [(0.0, 64)] * 5) is None
+
+
+@given(
+    st.lists(st.tuples(st.integers(0, 3), st.integers(1, 500)), min_size=0, max_size=200),
+    st.integers(-1, 700),
+)
+def test_traffic_before_is_the_rounds_before_without_copies(steps, cut):
+    """The views ``Traffic.before`` gives hold exactly the entries of earlier rounds, in
+    order, and the latency read off them is the one read off plain lists."""
+    from kvforensics.model import Config
+    from kvforensics.replay.transfers import Traffic, _push
+
+    cfg = Config(page_size=64, chunked_prefill_size=4096, max_prefill_tokens=16384, pool_size=65536)
+    traffic, index, rows = Traffic(cfg), 0, []
+    for i, (skip, tokens) in enumerate(steps):
+        index += skip  # several entries may share a round; rounds only grow
+        t = float(i)
+        _push(traffic.frees, index, t + 2.0, tokens)
+        _push(traffic.finishes, index, t, tokens)
+        rows.append((index, t, tokens))
+    frees, finishes = traffic.before(cut)
+    want_frees = [(t + 2.0, n) for i, t, n in rows if i < cut]
+    want_finishes = [(t, n) for i, t, n in rows if i < cut]
+    assert list(frees) == want_frees and len(frees) == len(want_frees)
+    assert list(finishes) == want_finishes and len(finishes) == len(want_finishes)
+    assert estimate_latency(frees, finishes) == estimate_latency(want_frees, want_finishes)
