@@ -79,6 +79,11 @@ def diff_inputs(
                 f"{inputs[0]}: one ledger file needs --policy naming the two to compare"
             )
         frames = ledgers_from_file(inputs[0], policies)
+        if any(p not in frames for p in policies):  # a file of one ledger, no policy column
+            raise InputError(
+                f"{inputs[0]}: one ledger without a policy column, so it cannot give "
+                f"{policies[0]} and {policies[1]}; give two ledger files, or one that holds both"
+            )
         return (policies[0], frames[policies[0]]), (policies[1], frames[policies[1]])
     if len(inputs) != 2:
         raise InputError(f"diff takes one scenario or one or two ledger files; got {len(inputs)}")

@@ -116,3 +116,16 @@ def test_config_fields_left_out_take_the_models_defaults(tmp_path):
         defaults["max_new_tokens"],
         defaults["cache_kind"],
     )
+
+
+def test_one_ledger_without_policies_cannot_be_diffed_by_policy(tmp_path):
+    """A ledger file with no policy column holds one ledger: naming two policies of it is a
+    one-line error (it was a KeyError, exit 70)."""
+    import polars as pl
+
+    df = pl.read_csv(_ledger(tmp_path), infer_schema_length=None)
+    path = tmp_path / "one.csv"
+    df.filter(pl.col("policy") == "prefix").drop("policy").write_csv(path)
+    out = run_cli("diff", path, "--policy", "prefix,fixed")
+    assert out.code == 2 and "without a policy column" in out.stderr, out.stderr
+    assert len(out.stderr.strip().splitlines()) == 1
