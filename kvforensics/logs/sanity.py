@@ -47,6 +47,8 @@ POSITIVE = ("block_size",)
 SIGNED = ("rem_chunk_tokens", "baseline", "rem_total_tokens", "cur_rem_tokens")
 #: (start, end) pairs of one piece
 ORDERED = (("extend_start", "extend_end"),)
+#: (count, size) pairs whose product is a token count: an AttentionStore write's blocks
+PRODUCTS = (("blocks", "block_size"),)
 
 
 @lru_cache(maxsize=32)
@@ -70,6 +72,14 @@ def _reasons(
         rule(pl.col(c).is_between(MAX_TOKENS + 1, SATURATED - 1), _beyond(value(c)))
     for c in (c for c in POSITIVE if c in cols):
         rule(pl.col(c) <= 0, pl.format("{} must be positive", value(c)))
+        rule(pl.col(c).is_between(MAX_TOKENS + 1, SATURATED - 1), _beyond(value(c)))
+    for a, b in (p for p in PRODUCTS if set(p) <= cols):
+        # in floats: two counts each within 2**40 can still overflow 64 bits multiplied
+        tokens = pl.col(a).cast(pl.Float64) * pl.col(b).cast(pl.Float64)
+        rule(
+            tokens > MAX_TOKENS,
+            _beyond(pl.format("{}={} x {}={}", pl.lit(a), pl.col(a), pl.lit(b), pl.col(b))),
+        )
     for c in (c for c in SIGNED if c in cols):
         rule(pl.col(c).abs().is_between(MAX_TOKENS + 1, SATURATED - 1), _beyond(value(c)))
     for a, b in (p for p in ORDERED if set(p) <= cols):

@@ -25,6 +25,10 @@ def test_each_impossible_number_drops_its_line(tmp_path):
         ("extend=[86784, 89088)", ("extend=[89088, 86784)", "ends before it starts")),
         ("blocks=348, block_size=256", ("blocks=348, block_size=0", "block_size=0 must be positive")),
         ("blocks=359", (f"blocks={2**41}", "beyond any pool")),
+        # one block, or all of them together, larger than any pool (fuzz seed 72001700: an
+        # OverflowError, exit 70, when the round's tokens no longer fit 64 bits)
+        ("blocks=348, block_size=256", (f"blocks=348, block_size={2**62}", "beyond any pool")),
+        ("blocks=348, block_size=256", (f"blocks={2**30}, block_size={2**20}", "x block_size")),
         # SGLang always leaves a token to compute: 12992 + 73792 >= 64 cannot be logged
         (ADDER_B, ("seq_len=64, prefix_len=12992", "(86784) leave nothing of seq_len=64")),
     ]
