@@ -121,3 +121,31 @@ def validate_ledger(df: pl.DataFrame, source: str) -> None:
                 f"{source}: row {offset + int(row) + 1}, column {col}: {e['msg']} (got {got}); "
                 "not a ledger as simulate --ledger writes it"
             ) from None
+    _check_pieces(df, source)
+
+
+#: the calls a ledger row records (``model/adder.py``, ``model/node.py``)
+CALLS = ("add_one_req", "add_chunked_req", "allocate")
+
+
+def _check_pieces(df: pl.DataFrame, source: str) -> None:
+    """Every row is one of the calls; an allocation that did not fail allocates a piece:
+    its start and end are there and in order (explain and the figures compute with them)."""
+    odd = df.with_row_index("_row").filter(~pl.col("call").is_in(CALLS))
+    if odd.height:
+        r = odd.row(0, named=True)
+        raise InputError(
+            f"{source}: row {r['_row'] + 1}: call {clip(repr(r['call']), 40)} is none of "
+            f"{', '.join(CALLS)}; not a ledger as simulate --ledger writes it"
+        )
+    bad = df.with_row_index("_row").filter(
+        (pl.col("call") == "allocate")
+        & (pl.col("budget_state").fill_null("") != "OOM")
+        & (pl.col("start").is_null() | pl.col("end").is_null() | (pl.col("end") < pl.col("start")))
+    )
+    if bad.height:
+        r = bad.row(0, named=True)
+        raise InputError(
+            f"{source}: row {r['_row'] + 1}: an allocation without its piece (start {r['start']}, "
+            f"end {r['end']}); not a ledger as simulate --ledger writes it"
+        )

@@ -129,3 +129,38 @@ def test_one_ledger_without_policies_cannot_be_diffed_by_policy(tmp_path):
     out = run_cli("diff", path, "--policy", "prefix,fixed")
     assert out.code == 2 and "without a policy column" in out.stderr, out.stderr
     assert len(out.stderr.strip().splitlines()) == 1
+
+
+def test_an_allocation_without_its_piece_is_refused(tmp_path):
+    """A damaged ledger whose allocation row lost its start and end is a one-line error
+    (explain --rid computed end - start with them: a TypeError, exit 70, fuzz seed
+    83001577)."""
+    import polars as pl
+
+    df = pl.read_csv(_ledger(tmp_path), infer_schema_length=None)
+    first = df.with_row_index("i").filter(pl.col("call") == "allocate")["i"][0]
+    broken = df.with_columns(
+        [pl.when(pl.int_range(pl.len()) == first).then(None).otherwise(pl.col(c)).alias(c)
+         for c in ("start", "end")]
+    )  # fmt: skip
+    path = tmp_path / "broken.csv"
+    broken.write_csv(path)
+    for args in (("explain", path, "--rid", "as-1keim4u1e8"), ("diff", path, "--policy", "prefix,fixed")):
+        out = run_cli(*args)
+        assert out.code == 2 and "allocation without its piece" in out.stderr, out.stderr
+        assert len(out.stderr.strip().splitlines()) == 1
+
+
+def test_a_row_of_no_known_call_is_refused(tmp_path):
+    """A damaged ``call`` (fuzz seed 83001577: a number) was taken for an allocation."""
+    import polars as pl
+
+    df = pl.read_csv(_ledger(tmp_path), infer_schema_length=None)
+    path = tmp_path / "odd.csv"
+    df.with_columns(
+        pl.when(pl.int_range(pl.len()) == 1).then(pl.lit("18446744073709551616"))
+        .otherwise(pl.col("call")).alias("call")
+    ).write_csv(path)  # fmt: skip
+    out = run_cli("explain", path, "--rid", "as-1keim4u1e8")
+    assert out.code == 2 and "is none of add_one_req" in out.stderr, out.stderr
+    assert len(out.stderr.strip().splitlines()) == 1
