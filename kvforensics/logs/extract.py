@@ -428,13 +428,27 @@ def _drop_cut_pair(ok: pl.DataFrame, fmt: Format, cut: int) -> pl.DataFrame:
 def prefix_columns(events: pl.DataFrame, cat: Catalogue) -> pl.DataFrame:
     """`events` (with the line `text`) plus time, clock, time_has_ms, rank and the rank
     tag columns read off the catalogue's prefix."""
-    pre = events.select(pl.col("text").str.extract_groups(cat.prefix.regex)).to_series().struct
-    names = set(pre.fields)
+    pre = events.select(pl.col("text").str.extract_groups(cat.prefix.regex)).unnest("text")
+    names = [n for n in ("time", "ms", "rank") if n in pre.columns]
+    if not names:  # a prefix without a time or a rank: every line alike
+        pre = pl.DataFrame({"time": pl.Series([None] * events.height, dtype=pl.String)})
+        names = ["time"]
+    # Consecutive lines mostly share their prefix (one a second and rank): the times and
+    # tags are decoded once per run of equal prefixes and spread back over the run.
+    groups = pre.select(names)
+    changed = pl.any_horizontal(pl.col(n).ne_missing(pl.col(n).shift(1)) for n in names)
+    first = pl.int_range(pl.len()) == 0
+    run = groups.select((changed | first).alias("_run"))["_run"]
+    values = _prefix_values(groups.filter(run), cat)
+    return events.with_columns(values[run.cast(pl.Int64).cum_sum() - 1])
+
+
+def _prefix_values(groups: pl.DataFrame, cat: Catalogue) -> pl.DataFrame:
+    """The prefix's columns for each row of its regex's groups (``time``, ``ms``, ``rank``)."""
+    n = groups.height
 
     def group(name: str) -> pl.Series:
-        return (
-            pre.field(name) if name in names else pl.Series([None] * events.height, dtype=pl.String)
-        )
+        return groups[name] if name in groups.columns else pl.Series([None] * n, dtype=pl.String)
 
     stamp, ms = group("time").str.strip_chars(), group("ms")
     tags = group("rank").str.strip_chars(" []")
@@ -460,7 +474,7 @@ def prefix_columns(events: pl.DataFrame, cat: Catalogue) -> pl.DataFrame:
         # a rank number past 9 digits is damage, not a rank: left without one
         table = {u: int(m.group(1)) for u in uniq if (m := rx.search(u)) and len(m.group(1)) < 10}
         cols.append(tags.replace_strict(table, default=None, return_dtype=pl.Int64).alias(col))
-    return events.with_columns(cols)
+    return pl.select(cols)
 
 
 _TAIL_GROUP = re.compile(r"(?s)(?P<head>.*)\(\?P<(?P<g>[A-Za-z_][A-Za-z0-9_]*)>\.\*\)")

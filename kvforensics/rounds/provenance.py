@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 OBSERVED, DERIVED, INFERRED, GIVEN = "observed", "derived", "inferred", "given"
 
 
-@dataclass
+@dataclass(slots=True)
 class Prov:
     """A number with its provenance.
 

@@ -49,7 +49,7 @@ class LoggedOom:
         return {k: getattr(self, k) for k in self.__dataclass_fields__}
 
 
-@dataclass
+@dataclass(slots=True)
 class Decision:
     """One ``add_one_req``: the check line and its result line."""
 
@@ -78,7 +78,7 @@ class Decision:
         return {k: getattr(self, k) for k in self.__dataclass_fields__}
 
 
-@dataclass
+@dataclass(slots=True)
 class Piece:
     rid: str
     start: int
@@ -104,7 +104,7 @@ class Piece:
         return d
 
 
-@dataclass
+@dataclass(slots=True)
 class Round:
     index: int
     time: datetime | None

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from datetime import datetime
+from itertools import repeat
 from typing import NamedTuple
 
 import polars as pl
@@ -141,4 +142,7 @@ def _rows(frame: pl.DataFrame, row: type) -> list[tuple]:
         _WHERE if f == "where" else pl.col(f) if f in frame.columns else pl.lit(None).alias(f)
         for f in row._fields
     ]
-    return list(map(row, *(s.to_list() for s in frame.select(cols))))
+    # NOTE: tuple.__new__ straight from the zipped columns: the named tuple's own
+    # ``__new__`` is a Python function, a call per event for the same tuple
+    columns = (s.to_list() for s in frame.select(cols))
+    return list(map(tuple.__new__, repeat(row), zip(*columns, strict=True)))
