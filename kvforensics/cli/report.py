@@ -27,10 +27,9 @@ from kvforensics.errors import InputError
 from kvforensics.outputs import check_output
 from kvforensics.replay import EXIT_MISMATCH, EXIT_NOT_REPRODUCED
 from kvforensics.report import manifest
-from kvforensics.report.figures import HISTORY_ROUNDS
 from kvforensics.report.inputs import are_logs, replay_inputs, scenario_runs
 from kvforensics.report.report import write_report
-from kvforensics.report.story import history, log_report
+from kvforensics.report.story import HISTORY_ROUNDS, history, log_report
 
 #: why a report on logs exits non-zero (the codes replay uses)
 EXIT_WHY = {

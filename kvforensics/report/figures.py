@@ -43,8 +43,6 @@ def _save(fig: Figure, path: Path) -> Path:
 
 #: about 1600 px wide at DPI: fits a document page at full width
 WIDTH_IN = 14.5
-#: rounds of logged history drawn before the replay's first round
-HISTORY_ROUNDS = 12
 
 
 def pool_series(result: RunResult) -> list[tuple[int, int, int, int]]:

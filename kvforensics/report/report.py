@@ -20,7 +20,6 @@ from kvforensics.progress import current
 from kvforensics.report import _fmt, manifest
 from kvforensics.report.diff import Diff, diff_ledgers
 from kvforensics.report.explain import explain_round
-from kvforensics.report.figures import plot_pool, plot_waterfall
 from kvforensics.report.ledgers import ledger_of, round_summaries
 from kvforensics.report.terminal import MAX_WORD, shorten_values
 
@@ -194,6 +193,9 @@ def write_report(
     for p in paths.values():
         check_not_input(p, inputs)
     stale = manifest.claim(out, [p.name for p in paths.values()], force)
+
+    # NOTE: matplotlib is most of a command's start-up: only a report imports it
+    from kvforensics.report.figures import plot_pool, plot_waterfall
 
     written: list[Path] = []
     files = current().stage("writing report", len(paths), "files")

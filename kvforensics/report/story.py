@@ -458,6 +458,10 @@ def inputs_line(paths: list[Path]) -> str:
     return "Read from: " + ", ".join(f"`{p.name}`" for p in paths) + "."
 
 
+#: rounds of logged history drawn before the replay's first round
+HISTORY_ROUNDS = 12
+
+
 def history(rr: ReplayResult, rounds: int) -> list[tuple[int, int]]:
     """(round, slots in use after it) for the logged rounds before the replay's first:
     the pool size minus what each round left free or evictable (derived)."""
