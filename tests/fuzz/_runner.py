@@ -62,7 +62,6 @@ def _raw_output():
 def run_case(case: Case, tmp, limit: float = LIMIT_S) -> Result:
     before = snapshot(tmp)
     old = signal.signal(signal.SIGALRM, _alarm)
-    signal.setitimer(signal.ITIMER_REAL, limit)
     t0 = time.monotonic()
     found: list[str] = []
     text = ""
@@ -70,6 +69,10 @@ def run_case(case: Case, tmp, limit: float = LIMIT_S) -> Result:
     os.chdir(tmp)  # a relative output path lands where the checker looks
     with _raw_output() as raw:
         try:
+            # NOTE: armed inside the try, so that however early it fires it is this
+            # run's timeout (armed before the capture, a short limit on a slow machine
+            # fired while the capture's file was being opened)
+            signal.setitimer(signal.ITIMER_REAL, limit)
             out = run_cli(*case.argv, columns=80)
             code, text = out.code, out.stdout + out.stderr
         except RunTimeout:
