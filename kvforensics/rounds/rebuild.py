@@ -126,6 +126,30 @@ def _silent_round(cfg: Config, chunked, base_end: Prov | None, index: int, time,
     return r, ((rid, seq, end) if end < seq else None), after, overshoot
 
 
+def _baselines_for(cfg: Config, done: int, seq: int, lo: int, hi: int, above: int):
+    """The baselines above ``above`` (within the pool) from which the model's resumed piece
+    from ``done`` ends in [lo, hi], as (least, most); None when none does. The end never
+    falls as the baseline grows (past the forced branch at <= 0), so both are bisections."""
+
+    def end(b: int) -> int:
+        return _chunk_step(cfg, done, seq, b)[0]
+
+    def first(ok, low: int, high: int) -> int:
+        while low < high:
+            mid = (low + high) // 2
+            low, high = (low, mid) if ok(mid) else (mid + 1, high)
+        return low
+
+    low, top = max(above + 1, 1), cfg.pool_size
+    if top < low or end(top) < lo:
+        return None
+    least = first(lambda b: end(b) >= lo, low, top)
+    if end(least) > hi:
+        return None
+    most = first(lambda b: end(b) > hi, least, top + 1) - 1
+    return least, most
+
+
 def _first_start(cfg: Config, chunked, base_end: Prov | None, spent: int) -> int | None:
     """Walking the chunked request forward with the model (silent rounds, baseline as the
     last known round left it), the first start from which its non-last piece is ``spent``
@@ -546,12 +570,7 @@ class Rebuilder:
         rid, seq, done = self.chunked
         blocks, w = next((b, x) for r, b, x in rnd.as_writes if r == rid)
         lo, hi = blocks * block, min(seq, blocks * block + block - 1)
-        # Pieces that stayed inside one block wrote nothing: silent rounds before this.
-        while self.chunked and self.chunked[2] < lo:
-            step_end, _ = _chunk_step(cfg, self.chunked[2], seq, self._base())
-            if step_end >= lo or step_end // block != self.chunked[2] // block:
-                break
-            self._gap(step_end, rnd.time)
+        self._in_block(lo, rnd.time)
         rid, seq, done = self.chunked if self.chunked else (rid, seq, done)
         b = self._base()
         end, _ = _chunk_step(cfg, done, seq, b)
@@ -561,28 +580,75 @@ class Rebuilder:
             f"{cfg.align_size}",
             f"baseline {b} assumed unchanged since the last known round (no KV transfer ended)",
         ]
+        rose = None
         if not lo <= end <= hi:
-            if end > hi:
-                # Shorter than the baseline allows: memory went somewhere unseen.
-                self.shrinks[self.count] = (end, lo, hi)
-            else:
-                self._contradiction(
-                    "silent round",
-                    f"model gives end {end} for {rid}, AS write says [{lo}, {hi}]: memory "
-                    "was freed in between?",
-                )
+            model_end = end
             end = lo if lo > done else hi
             told = self._batch_size(rnd.time, lo - done, hi - done)
             if told is not None:
                 end = done + told[0]
                 evid.insert(1, f"{told[1]}: #new-token {told[0]} puts the end at {end}")
+            if model_end > hi:
+                # Shorter than the baseline allows: memory went somewhere unseen.
+                self.shrinks[self.count] = (model_end, lo, hi)
+            else:
+                rose = self._rise(rnd, done, seq, (end, lo, hi), b, model_end)
+        elif cfg.pages_for(done, end) > b:
+            # The piece the write shows did not fit the assumed baseline (the forced
+            # branch), yet no out-of-memory: memory came back before this round.
+            rose = self._rise(rnd, done, seq, (end, lo, hi), b, end)
         rnd.pieces.append(Piece(rid, done, end, "resumed", INFERRED, evid, interval_end=(lo, hi)))
         pages = cfg.pages_for(done, end)
-        rnd.baseline = Prov(b, INFERRED, evid[2:])
+        if rose is not None:
+            b = rose.value
+        rnd.baseline = rose or Prov(b, INFERRED, evid[2:])
         self.base_end = Prov(b - pages, INFERRED, [f"{b} - {pages} allocated"])
         rnd.baseline_end = self.base_end
         self.chunked = (rid, seq, end) if end < seq else None
         self._emit(rnd)
+
+    def _in_block(self, lo: int, time) -> None:
+        """Pieces of the chunked request that stayed inside one block wrote nothing: silent
+        rounds before a write that starts at ``lo``, as the model sizes them from the
+        assumed baseline. None when that walk ends in a piece the baseline cannot hold
+        with no out-of-memory logged: memory came back, and the write's round is the next."""
+        cfg, block = self.cfg, self.block
+        _, seq, d = self.chunked
+        b, steps = self._base(), []
+        while d < lo:
+            end, _ = _chunk_step(cfg, d, seq, b)
+            if end >= lo or end // block != d // block:
+                break
+            steps.append(end)
+            b, d = b - cfg.pages_for(d, end), end
+        if not steps or cfg.pages_for(d, _chunk_step(cfg, d, seq, b)[0]) > b:
+            return
+        for end in steps:
+            self._gap(end, time)
+
+    def _rise(self, rnd: Round, done: int, seq: int, ends, b: int, model_end: int):
+        """A piece longer than the assumed baseline allows: memory came back since the last
+        known round (a KV transfer ended, its slots now evictable cache). The baseline is
+        then the least the piece needs, bounded by what would have made it longer; a
+        contradiction only when no baseline in the pool gives the piece."""
+        end, lo, hi = ends
+        rid = self.chunked[0]
+        got = _baselines_for(self.cfg, done, seq, end, end, b) or _baselines_for(
+            self.cfg, done, seq, lo, hi, b
+        )
+        if got is None:
+            self._contradiction(
+                "silent round",
+                f"model gives end {model_end} for {rid}, AS write says [{lo}, {hi}], and no "
+                f"baseline within the pool gives such a piece",
+            )
+            return None
+        least, most = got
+        return Prov(least, INFERRED, [
+            f"at least {least} (at most {most}) for {rid}'s piece to end at {end}, where the "
+            f"baseline {b} the last known round left gives {model_end}: memory came back "
+            "since (a KV transfer ended)",
+        ], (least, most))  # fmt: skip
 
     def _batch_size(self, time, least: int, most: int) -> tuple[int, str] | None:
         """The one piece size in [least, most] that other ranks' batch lines near ``time``

@@ -4,7 +4,7 @@ that wrote the logs, and a node's margin is what its rounds left minus unreserve
 import tempfile
 from pathlib import Path
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from kvforensics.scan import Margin, NodeSpec, ScanOptions, scan_node
@@ -27,6 +27,9 @@ SIZES = st.sampled_from([16, 32, 64]).flatmap(
 
 @settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(seed=st.integers(0, 10_000), sizes=SIZES)
+# draws that found silent rounds where memory came back (tests/replay/test_memory_back.py)
+@example(seed=239, sizes={"page_size": 64, "align_size": 128, "chunked_prefill_size": 4096})
+@example(seed=205, sizes={"page_size": 64, "align_size": 512, "chunked_prefill_size": 4096})
 def test_scan_finds_every_gap_admission_of_the_run(seed, sizes):
     sizes["max_prefill_tokens"] = sizes["chunked_prefill_size"]
     with tempfile.TemporaryDirectory() as tmp:
