@@ -14,6 +14,7 @@ from __future__ import annotations
 from bisect import bisect_left
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from datetime import datetime
 
 import polars as pl
 
@@ -429,8 +430,7 @@ class Rebuilder:
         elif rnd.as_writes and not rnd.oom:
             self._forward(rnd)
         if rnd.oom is not None:
-            self._oom(rnd)
-            self._placed = rnd.oom
+            self._placed = self._oom(rnd)
         out, self._out = self._out, []
         return out
 
@@ -656,17 +656,22 @@ class Rebuilder:
         return self.batch_sizes.near(time, least, most)
 
     # -- the out-of-memory ----------------------------------------------------
-    def _oom(self, rnd: Round) -> None:
-        """The logged out-of-memory: the chunked request's piece of that size."""
+    def _oom(self, rnd: Round) -> LoggedOom:
+        """The logged out-of-memory: the chunked request's piece of that size. Returns it
+        as placed (in ``rnd`` or in the later round it belongs to)."""
         oom = rnd.oom
         if rnd.decisions or (rnd.as_writes and self._last is rnd):
-            _oom_in_logged_round(rnd)  # the batch placed with its adder lines could not be allocated
-            return
+            if not self._ran_before(rnd):
+                _oom_in_logged_round(rnd)  # the batch placed with its adder lines could not be allocated
+                return rnd.oom
+            # The batch fitted: the crash is a later round's, of the chunked request alone.
+            at = datetime.fromisoformat(oom.time) if oom.time else rnd.time
+            rnd.oom, rnd = None, Round(0, at, oom=oom)
         # an out-of-memory without its size says only that it happened
         if not self.chunked or oom.tokens is None:
             self._emit(rnd)
             rnd.oom = oom.placed(rnd.index)
-            return
+            return rnd.oom
         rid, seq, done = self.chunked
         tokens = oom.tokens
         start, placed = self._oom_start(oom)
@@ -702,6 +707,17 @@ class Rebuilder:
         rnd.oom = oom.placed(rnd.index, rid)
         if placed:  # a contradicted piece says nothing about the baseline
             _reconcile_oom(self.cfg, self._held, seq, self.shrinks, self.drops)
+        return rnd.oom
+
+    def _ran_before(self, rnd: Round) -> bool:
+        """Whether the out-of-memory line after ``rnd``'s adder lines belongs to a later
+        round: its piece is not ``rnd``'s batch and its availability is exactly what that
+        batch left (so the batch was allocated), with the chunked request still to resume
+        (a round whose pieces stayed inside one block writes nothing before the crash)."""
+        oom, end = rnd.oom, rnd.baseline_end
+        if oom.tokens is None or oom.available is None or not self.chunked or end is None:
+            return False
+        return oom.tokens != rnd.new_tokens() and oom.available == end.value
 
     def _oom_start(self, oom: LoggedOom) -> tuple[int, bool]:
         """Where the out-of-memory piece starts, and whether the evidence places it: the

@@ -4,7 +4,7 @@ included, and the list kept for them lives only while its request is being chunk
 
 from __future__ import annotations
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from kvforensics.model import Config, PrefillNode, Request, Timing, get_policy
@@ -54,6 +54,11 @@ def _incident(cfg, free, waiting, late) -> Incident:
 
 @settings(max_examples=60, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
 @given(nodes())
+# the crash comes a round after the last adder lines, that round's piece inside one block
+# (no write): the rebuild once pinned it on the logged round, whose batch had fitted
+@example((Config(page_size=16, chunked_prefill_size=272, max_prefill_tokens=1088,
+                 pool_size=17408, align_size=64),
+          993, [("victim", 864, 0)], [("a0", 137, 136, 1.0), ("a1", 137, 136, 3.0)]))
 def test_prefix_runs_the_rounds_as_they_ran_with_the_arrivals(tmp_path_factory, case):
     inc = _incident(*case)
     cap = capture_run(inc.build("prefix"), max_rounds=40)
