@@ -62,7 +62,6 @@ def _raw_output():
 def run_case(case: Case, tmp, limit: float = LIMIT_S) -> Result:
     before = snapshot(tmp)
     old = signal.signal(signal.SIGALRM, _alarm)
-    signal.setitimer(signal.ITIMER_REAL, limit)
     t0 = time.monotonic()
     found: list[str] = []
     text = ""
@@ -70,6 +69,8 @@ def run_case(case: Case, tmp, limit: float = LIMIT_S) -> Result:
     os.chdir(tmp)  # a relative output path lands where the checker looks
     with _raw_output() as raw:
         try:
+            # armed inside the try: an alarm during the capture's own setup is a time-out too
+            signal.setitimer(signal.ITIMER_REAL, limit)
             out = run_cli(*case.argv, columns=80)
             code, text = out.code, out.stdout + out.stderr
         except RunTimeout:

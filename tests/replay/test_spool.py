@@ -36,7 +36,9 @@ def test_without_a_temporary_directory_the_rows_stay_in_memory(monkeypatch, tmp_
     assert sp.held == 10 and list(sp.rows()) == [(i,) for i in range(10)]
 
 
-MARGINS = st.lists(st.tuples(st.integers(-500, 500), st.integers(0, 50), st.booleans()), max_size=700)
+MARGINS = st.lists(
+    st.tuples(st.integers(-500, 500), st.integers(0, 50), st.booleans()), max_size=700
+)
 
 
 @given(MARGINS, st.integers(1, 300), st.integers(1, 64))
