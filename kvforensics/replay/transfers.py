@@ -9,25 +9,25 @@ matching them against the rises, over the ordinary traffic before the incident, 
 
 from __future__ import annotations
 
-from array import array
-from bisect import bisect_left
-from itertools import islice
-from statistics import median, quantiles
+from bisect import bisect_left, bisect_right
+from collections import Counter
+from itertools import accumulate, chain, islice
 
 from kvforensics.model import Config
 from kvforensics.rounds import Rebuild, Round
+from kvforensics.rounds.compact import Spool
 
 
 class Traffic:
     """Observed baseline rises and finished requests, gathered as rounds stream by (in
-    index order): (round, seconds since the first timed round, tokens) in compact arrays."""
+    index order): (round, seconds since the first timed round, tokens), spooled (a 2 GB
+    log has over a million of each)."""
 
     def __init__(self, cfg: Config) -> None:
         self.cfg = cfg
         self.t0 = None
         self.prev: Round | None = None  # the last timed round
-        self.frees = (array("q"), array("d"), array("q"))
-        self.finishes = (array("q"), array("d"), array("q"))
+        self.frees, self.finishes = Spool("qdq"), Spool("qdq")
 
     def add(self, r: Round, seq_lens: dict[str, int]) -> None:
         if r.time is None:
@@ -52,32 +52,36 @@ class Traffic:
 
     def before(self, index: int) -> tuple[Pairs, Pairs]:
         """(seconds, tokens) of rises and of finished requests in rounds before ``index``,
-        as views of the arrays (a 2 GB log has over a million of each: as Python tuples
-        they took more memory than the whole stream)."""
+        read back from the spools as they are iterated (as Python tuples they took more
+        memory than the whole stream)."""
         return Pairs(self.frees, index), Pairs(self.finishes, index)
 
 
 class Pairs:
-    """The (seconds, tokens) of one column set's entries in rounds before ``index``.
+    """The (seconds, tokens) of one spool's entries in rounds before ``index``.
 
-    NOTE: rounds are added in index order, so those entries are a prefix of the arrays."""
+    NOTE: rounds are added in index order, so those entries are the spool's first ones."""
 
-    __slots__ = ("cols", "n")
+    __slots__ = ("n", "spool")
 
-    def __init__(self, cols, index: int) -> None:
-        self.cols, self.n = cols, bisect_left(cols[0], index)
+    def __init__(self, spool: Spool, index: int) -> None:
+        self.spool, self.n = spool, 0
+        for rounds, _, _ in spool.chunks():
+            cut = bisect_left(rounds, index)
+            self.n += cut
+            if cut < len(rounds):
+                break
 
     def __len__(self) -> int:
         return self.n
 
     def __iter__(self):
-        return islice(zip(self.cols[1], self.cols[2], strict=True), self.n)
+        pairs = (zip(t, n, strict=True) for _, t, n in self.spool.chunks())
+        return islice(chain.from_iterable(pairs), self.n)
 
 
-def _push(cols, index: int, t: float, tokens: int) -> None:
-    cols[0].append(index)
-    cols[1].append(t)
-    cols[2].append(tokens)
+def _push(spool: Spool, index: int, t: float, tokens: int) -> None:
+    spool.push(index, t, tokens)
 
 
 def frees_and_finishes(rb: Rebuild, before: int) -> tuple[Pairs, Pairs]:
@@ -102,15 +106,35 @@ def estimate_latency(frees, finishes):
         return None
     queue = iter(finishes)  # oldest first; ``head`` is the next one not yet paid out
     head = next(queue, None)
-    delays = array("d")
+    # delay -> how many: a log's stamps give few distinct delays, so this stays small
+    delays: Counter[float] = Counter()
     for t, amount in frees:
         paid = 0
         while head is not None and paid < amount and head[0] <= t:
             t_fin, n = head
             paid += n
-            delays.append(t - t_fin)
+            delays[t - t_fin] += 1
             head = next(queue, None)
-    if len(delays) < 20:
+    if delays.total() < 20:
         return None
-    q = quantiles(delays, n=4)
-    return median(delays), (q[0], q[2])
+    return median_and_quartiles(delays)
+
+
+def median_and_quartiles(counts: Counter[float]) -> tuple[float, tuple[float, float]]:
+    """``statistics.median`` and the first and third of ``statistics.quantiles(n=4)`` of
+    the values ``counts`` holds (each as often as counted; at least two), computed as they
+    compute them, without the sorted list of every value."""
+    values = sorted(counts)
+    ends = list(accumulate(counts[v] for v in values))
+    n = ends[-1]
+
+    def at(k: int) -> float:  # the k-th (from 0) of the values in order
+        return values[bisect_right(ends, k)]
+
+    mid = at(n // 2) if n % 2 else (at(n // 2 - 1) + at(n // 2)) / 2
+    quarts = []
+    for i in (1, 3):  # the "exclusive" method's interpolation
+        j = min(max(i * (n + 1) // 4, 1), n - 1)
+        delta = i * (n + 1) - j * 4
+        quarts.append((at(j - 1) * (4 - delta) + at(j) * delta) / 4)
+    return mid, (quarts[0], quarts[1])

@@ -1,8 +1,14 @@
-"""A round's time as one 64-bit integer (microseconds since 1970), for the arrays that
-stand in for rounds a streamed replay does not keep."""
+"""A round's time as one 64-bit integer (microseconds since 1970), and the spooled
+columns of such numbers that stand in for the rounds a streamed replay does not keep."""
 
 from __future__ import annotations
 
+import os
+import sys
+import tempfile
+import weakref
+from array import array
+from collections.abc import Iterator
 from datetime import datetime, timedelta
 
 _EPOCH = datetime(1970, 1, 1)
@@ -17,3 +23,69 @@ def pack_time(t: datetime | None) -> int:
 
 def unpack_time(v: int) -> datetime | None:
     return None if v == NONE else _EPOCH + timedelta(microseconds=v)
+
+
+#: rows a ``Spool`` holds in memory before it writes them out
+CHUNK = 1 << 16
+
+
+class Spool:
+    """Rows of fixed-width numbers (one ``array`` typecode a column) appended as rounds
+    stream by and read back in order once the stream has ended. All but the last
+    ``chunk`` rows go to an unnamed temporary file, so the memory they take does not grow
+    with the log (a 2 GB log has over two million rounds). Where no temporary file can be
+    made the rows stay in memory."""
+
+    def __init__(self, codes: str, chunk: int | None = None) -> None:
+        self.codes, self.chunk = codes, chunk or CHUNK
+        self._cols = self._empty()
+        self._file = None
+        self._written = 0  # rows in the file, in blocks of ``chunk``
+        self._width = sum(col.itemsize for col in self._cols)
+
+    def _empty(self) -> tuple[array, ...]:
+        return tuple(array(c) for c in self.codes)
+
+    def __len__(self) -> int:
+        return self._written + len(self._cols[0])
+
+    @property
+    def held(self) -> int:
+        """Rows held in memory (fewer than ``chunk`` once a file takes the rest)."""
+        return len(self._cols[0])
+
+    def push(self, *row) -> None:
+        for col, v in zip(self._cols, row, strict=True):
+            col.append(v)
+        if len(self._cols[0]) >= self.chunk:
+            self._spill()
+
+    def _spill(self) -> None:
+        if self._file is None:
+            try:
+                # held as long as the spool: closed by the finalizer below
+                self._file = tempfile.TemporaryFile(prefix="kvforensics-")  # noqa: SIM115
+            except OSError:
+                self.chunk = sys.maxsize  # nowhere to write: keep them
+                return
+            weakref.finalize(self, self._file.close)
+        self._file.seek(0, os.SEEK_END)
+        for col in self._cols:
+            col.tofile(self._file)
+        self._written += len(self._cols[0])
+        self._cols = self._empty()
+
+    def chunks(self) -> Iterator[tuple[array, ...]]:
+        """The rows in order, a block of columns at a time."""
+        for k in range(self._written // self.chunk):
+            self._file.seek(k * self.chunk * self._width)
+            cols = self._empty()
+            for col in cols:
+                col.fromfile(self._file, self.chunk)
+            yield cols
+        if len(self._cols[0]):
+            yield self._cols
+
+    def rows(self) -> Iterator[tuple]:
+        for cols in self.chunks():
+            yield from zip(*cols, strict=True)

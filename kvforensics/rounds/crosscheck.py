@@ -8,13 +8,12 @@ extra or missing round is one local finding; then compared number by number.
 
 from __future__ import annotations
 
-from array import array
 from dataclasses import dataclass
 from datetime import datetime
 
 import polars as pl
 
-from kvforensics.rounds.compact import pack_time, unpack_time
+from kvforensics.rounds.compact import Spool, pack_time, unpack_time
 from kvforensics.rounds.provenance import where
 from kvforensics.rounds.rebuild import Rebuild, Round
 from kvforensics.rounds.records import Contradiction
@@ -39,23 +38,23 @@ class Key:
 
 
 class RoundKeys:
-    """The keys of every round with pieces, in compact arrays (a few dozen bytes a round),
-    gathered as rounds stream by; the kept rounds are attached by index at the end."""
+    """The keys of every round with pieces, spooled (a few dozen bytes a round, out of
+    memory once there are many), gathered as rounds stream by; the kept rounds are
+    attached by index at the end."""
 
     def __init__(self) -> None:
-        self._index, self._time = array("q"), array("q")
-        self._tokens, self._rids, self._oom = array("q"), array("q"), array("b")
+        #: index, time, tokens, hash of the request ids, whether it ran out of memory
+        self._rows = Spool("qqqqb")
         self.kept: dict[int, Round] = {}
+
+    def __len__(self) -> int:
+        return len(self._rows)
 
     def add(self, rnd: Round, keep: bool = False) -> None:
         if not rnd.pieces:
             return
-        self._index.append(rnd.index)
-        t = rnd.time
-        self._time.append(pack_time(t))
-        self._tokens.append(rnd.new_tokens())
-        self._rids.append(hash(tuple(p.rid for p in rnd.pieces)))
-        self._oom.append(rnd.oom is not None)
+        rids = hash(tuple(p.rid for p in rnd.pieces))
+        self._rows.push(rnd.index, pack_time(rnd.time), rnd.new_tokens(), rids, rnd.oom is not None)
         if keep:
             self.kept[rnd.index] = rnd
 
@@ -66,17 +65,15 @@ class RoundKeys:
             keys.add(r, keep=True)
         return keys
 
-    def _key(self, i: int) -> Key:
-        t = self._time[i]
-        index = self._index[i]
-        when = unpack_time(t)
-        return Key(index, when, self._tokens[i], self._rids[i], self.kept.get(index))
+    def _key(self, row: tuple) -> Key:
+        index, t, tokens, rids, _ = row
+        return Key(index, unpack_time(t), tokens, rids, self.kept.get(index))
 
     def with_pieces(self) -> list[Key]:
-        return [self._key(i) for i in range(len(self._index))]
+        return [self._key(row) for row in self._rows.rows()]
 
     def forwarded(self) -> list[Key]:
-        return [self._key(i) for i in range(len(self._index)) if not self._oom[i]]
+        return [self._key(row) for row in self._rows.rows() if not row[4]]
 
 
 def _align(rounds: list[Key], lines: list[dict], same) -> list[tuple[Key | None, dict | None]]:

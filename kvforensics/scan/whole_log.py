@@ -8,7 +8,6 @@ adder's arithmetic stays in ``kvforensics.model``.
 
 from __future__ import annotations
 
-from array import array
 from dataclasses import dataclass
 
 from kvforensics.model import POLICIES, OutOfMemory, Timing
@@ -17,7 +16,7 @@ from kvforensics.model.profiles import FORK, Profile
 from kvforensics.replay.state import node_at
 from kvforensics.replay.verdict import first_token_delays
 from kvforensics.rounds import Rebuild, Round
-from kvforensics.rounds.compact import pack_time, unpack_time
+from kvforensics.rounds.compact import Spool, pack_time, unpack_time
 from kvforensics.scan.records import GapAdmission, Margin, Refusal, WholeLog
 
 #: the fixes whose refusals are counted, when the model has them
@@ -118,40 +117,40 @@ def _fix_may_refuse(run: Rerun) -> bool:
 
 
 class Margins:
-    """Every round's margin in compact arrays (a few dozen bytes a round)."""
+    """Every round's margin, spooled (a few dozen bytes a round, out of memory once there
+    are many): the few the findings show are picked in one pass at the end."""
 
     def __init__(self) -> None:
-        self.round, self.time = array("q"), array("q")
-        self.left, self.tails, self.oom = array("q"), array("q"), array("b")
+        #: round, time, what it left, the tails it promised to nobody, whether it ran out
+        self.rows = Spool("qqqqb")
 
     def add(self, rnd: Round, left: int, tails: int, oom: bool) -> None:
-        self.round.append(rnd.index)
-        t = rnd.time
-        self.time.append(pack_time(t))
-        self.left.append(left)
-        self.tails.append(tails)
-        self.oom.append(oom)
+        self.rows.push(rnd.index, pack_time(rnd.time), left, tails, oom)
 
-    def _margin(self, i: int) -> Margin:
-        t = self.time[i]
+    @staticmethod
+    def _margin(row: tuple) -> Margin:
+        index, t, left, tails, oom = row
         at = unpack_time(t)
         when = at.isoformat(sep=" ") if at is not None else None
-        left, tails = self.left[i], self.tails[i]
-        return Margin(self.round[i], when, left, tails, left - tails, oom=bool(self.oom[i]))
+        return Margin(index, when, left, tails, left - tails, oom=bool(oom))
 
     def lowest_per_stretch(self, points: int = MARGIN_POINTS) -> tuple[Margin, ...]:
-        """At most ``points`` margins: the lowest of each run of consecutive rounds, so
-        the tightest one is always kept."""
-        n = len(self.round)
-        if n <= points:
-            return tuple(self._margin(i) for i in range(n))
-        size = -(-n // points)
-        key = [lf - tl for lf, tl in zip(self.left, self.tails, strict=True)]
-        picks = (
-            min(range(i, min(i + size, n)), key=lambda k: (key[k], self.round[k]))
-            for i in range(0, n, size)
-        )
-        return tuple(self._margin(k) for k in picks)
+        """At most ``points`` margins: the lowest of each run of consecutive rounds (the
+        first of the lowest), so the tightest one is always kept."""
+        n = len(self.rows)
+        size = 1 if n <= points else -(-n // points)
+        picks, best, low = [], None, None
+        for i, row in enumerate(self.rows.rows()):
+            key = (row[2] - row[3], row[0])
+            if i % size == 0:
+                if best is not None:
+                    picks.append(best)
+                best, low = row, key
+            elif key < low:
+                best, low = row, key
+        if best is not None:
+            picks.append(best)
+        return tuple(self._margin(row) for row in picks)
 
 
 class WholeLogPass:

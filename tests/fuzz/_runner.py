@@ -69,9 +69,7 @@ def run_case(case: Case, tmp, limit: float = LIMIT_S) -> Result:
     os.chdir(tmp)  # a relative output path lands where the checker looks
     with _raw_output() as raw:
         try:
-            # NOTE: armed inside the try, so that however early it fires it is this
-            # run's timeout (armed before the capture, a short limit on a slow machine
-            # fired while the capture's file was being opened)
+            # armed inside the try: an alarm during the capture's own setup is a time-out too
             signal.setitimer(signal.ITIMER_REAL, limit)
             out = run_cli(*case.argv, columns=80)
             code, text = out.code, out.stdout + out.stderr

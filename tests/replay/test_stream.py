@@ -77,3 +77,22 @@ def test_streamed_replay_keeps_few_rounds_and_counts_all():
     assert rr.rounds_seen == 7751 and rr.logged_seen == rr.fidelity.rounds_checked == 5162
     kept = [r.index for r in rr.rebuild.rounds]
     assert len(kept) < 100 and kept[-1] == 7750 and rr.start_round in kept
+
+
+@pytest.mark.parametrize("name", ["incident", "clean"])
+def test_the_rounds_spooled_out_of_memory_say_what_the_whole_replay_says(name, monkeypatch):
+    """The per-round columns a streamed replay gathers (cross-check keys, margins, transfer
+    traffic) keep fewer than a chunk of rows in memory however long the log; read back
+    from their files they give the same replay."""
+    from kvforensics.replay.passes import RoundPass
+    from kvforensics.rounds import compact
+
+    whole = _json(INPUTS[name])
+    monkeypatch.setattr(compact, "CHUNK", 8)
+    made, init = [], RoundPass.__post_init__
+    monkeypatch.setattr(RoundPass, "__post_init__", lambda ps: (init(ps), made.append(ps)))
+    assert _json(INPUTS[name], stream=True, window=50) == whole
+    (ps,) = made
+    spools = [ps.keys._rows, ps.wholelog.margins.rows, ps.traffic.frees, ps.traffic.finishes]
+    assert len(ps.keys) > 20 * 8 and len(ps.wholelog.margins.rows) > 20 * 8
+    assert all(sp.held < 8 for sp in spools)
