@@ -592,11 +592,11 @@ class Rebuilder:
                 # Shorter than the baseline allows: memory went somewhere unseen.
                 self.shrinks[self.count] = (model_end, lo, hi)
             else:
-                rose = self._rise(rnd, done, seq, (end, lo, hi), b, model_end)
+                rose = self._rise(done, seq, (end, lo, hi), b, model_end)
         elif cfg.pages_for(done, end) > b:
             # The piece the write shows did not fit the assumed baseline (the forced
             # branch), yet no out-of-memory: memory came back before this round.
-            rose = self._rise(rnd, done, seq, (end, lo, hi), b, end)
+            rose = self._rise(done, seq, (end, lo, hi), b, end)
         rnd.pieces.append(Piece(rid, done, end, "resumed", INFERRED, evid, interval_end=(lo, hi)))
         pages = cfg.pages_for(done, end)
         if rose is not None:
@@ -610,8 +610,8 @@ class Rebuilder:
     def _in_block(self, lo: int, time) -> None:
         """Pieces of the chunked request that stayed inside one block wrote nothing: silent
         rounds before a write that starts at ``lo``, as the model sizes them from the
-        assumed baseline. None when that walk ends in a piece the baseline cannot hold
-        with no out-of-memory logged: memory came back, and the write's round is the next."""
+        assumed baseline. Adds none when that walk ends in a piece the baseline cannot
+        hold with no out-of-memory logged: memory came back, and the write's round is next."""
         cfg, block = self.cfg, self.block
         _, seq, d = self.chunked
         b, steps = self._base(), []
@@ -626,7 +626,7 @@ class Rebuilder:
         for end in steps:
             self._gap(end, time)
 
-    def _rise(self, rnd: Round, done: int, seq: int, ends, b: int, model_end: int):
+    def _rise(self, done: int, seq: int, ends, b: int, model_end: int):
         """A piece longer than the assumed baseline allows: memory came back since the last
         known round (a KV transfer ended, its slots now evictable cache). The baseline is
         then the least the piece needs, bounded by what would have made it longer; a
