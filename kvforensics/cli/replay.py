@@ -61,6 +61,15 @@ def replay(
     since: Since = None,
     until: Until = None,
     profile: ProfileName = None,
+    jobs: Annotated[
+        int | None,
+        typer.Option(
+            min=1,
+            max=2,
+            help="Processes: 2 re-runs the rounds in a second one while this one reads the "
+            "logs; default: 2 for logs of 32 MB or more on two CPUs or more, else 1.",
+        ),
+    ] = None,
     no_progress: NoProgress = False,
 ) -> None:
     """Rebuild the rounds, check the model against them, re-run them under each policy."""
@@ -71,7 +80,7 @@ def replay(
     )  # fmt: skip
     with opts.stages():
         rr = replay_logs(
-            logs, split_policies(policy), stock=True, stream=True, whole_log=True,
+            logs, split_policies(policy), stock=True, stream=True, whole_log=True, jobs=jobs,
             **opts.replay_kwargs(),
         )  # fmt: skip
     if isinstance(rr, StockAnalysis):

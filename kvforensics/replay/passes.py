@@ -14,7 +14,7 @@ from datetime import datetime
 from kvforensics.model import Config
 from kvforensics.model.profiles import FORK, Profile
 from kvforensics.replay.arrivals import Arrivals
-from kvforensics.replay.fidelity import FidelityCheck
+from kvforensics.replay.checks import Checks, Known, Remote, make_checks
 from kvforensics.replay.transfers import Traffic
 from kvforensics.rounds import Round
 from kvforensics.rounds.continuity import Continuity
@@ -51,30 +51,21 @@ class Timed:
 
 
 @dataclass
-class Known:
-    """What a model node at a round needs besides the round: the sizes and prompt lengths."""
-
-    cfg: Config
-    seq_lens: dict[str, int]
-
-
-@dataclass
 class RoundPass:
     cfg: Config
     seq_lens: dict[str, int]
     window: int | None = WINDOW
     whole: bool = False
     profile: Profile = FORK
+    #: 2: the re-runs in a second process (``checks.Remote``)
+    jobs: int = 1
     timed: Timed = field(default_factory=Timed)
     logged: int = 0
     last_logged: Round | None = None
 
     def __post_init__(self) -> None:
-        from kvforensics.scan.whole_log import WholeLogPass
-
         self.known = Known(self.cfg, self.seq_lens)
-        self.fidelity = FidelityCheck(self.known, profile=self.profile)
-        self.wholelog = WholeLogPass(self.known, self.profile) if self.whole else None
+        self.checks: Checks | Remote = make_checks(self.known, self.profile, self.whole, self.jobs)
         self.continuity = Continuity(self.cfg.page_size)
         self.traffic = Traffic(self.cfg)
         self.keys = RoundKeys()
@@ -94,9 +85,14 @@ class RoundPass:
         #: (a finished request leaves ``seq_lens``, so memory stays flat)
         self._lens: dict[int, dict[str, int]] = {}
 
+    @property
+    def wholelog(self):
+        """The whole-log pass, when it runs in this process (else None)."""
+        return getattr(self.checks, "wholelog", None)
+
     def add(self, rnd: Round) -> None:
-        run = self.wholelog.add(rnd) if self.wholelog is not None else None
-        self.fidelity.add(rnd, run.steps if run is not None else None)
+        lens = self._lens_of(rnd)
+        self.checks.add(rnd, lens)
         self.continuity.add(rnd)
         self.traffic.add(rnd, self.seq_lens)
         self.keys.add(rnd)
@@ -104,7 +100,7 @@ class RoundPass:
         for _, since in self._truncated.values():
             since.add(rnd)
         self.arrivals.add(rnd)
-        self._keep(rnd)
+        self._keep(rnd, lens)
         if rnd.decisions:
             self.logged += 1
             self.last_logged = rnd
@@ -136,8 +132,8 @@ class RoundPass:
 
     def late(self, rnd: Round) -> None:
         """A round another rank's lines added after the stream ended (whole-log only)."""
-        if self.wholelog is not None:
-            self.wholelog.add(rnd)
+        if self.whole:
+            self.checks.add(rnd, self._lens_of(rnd), late=True)
         self._recent.append(rnd)
         self._lens[rnd.index] = self._lens_of(rnd)
 
@@ -147,19 +143,20 @@ class RoundPass:
         rids = [p.rid for p in rnd.pieces if p.kind == "resumed"]
         return {r: self.seq_lens[r] for r in rids if r in self.seq_lens}
 
-    def _keep(self, rnd: Round) -> None:
+    def _keep(self, rnd: Round, lens: dict[str, int]) -> None:
         recent = self._recent
         if recent.maxlen is not None and len(recent) == recent.maxlen:
             old = recent[0].index
             if not self._pinned(old):
                 self._lens.pop(old, None)
         recent.append(rnd)
-        self._lens[rnd.index] = self._lens_of(rnd)
+        self._lens[rnd.index] = lens
 
     def _pinned(self, index: int) -> bool:
         if index in self._pins:
             return True
-        return self.wholelog is not None and index in self.wholelog.refused_rounds
+        self.checks.settle(index)  # whether a fix refused in it is known once it is checked
+        return self.checks.refused_in(index)
 
     def truncation(self, rid: str) -> tuple[Round, Timed] | None:
         """The round where ``rid`` was first truncated, and the timed rounds since."""
@@ -167,9 +164,8 @@ class RoundPass:
 
     def kept(self) -> list[Round]:
         """The rounds kept, in index order."""
-        pinned = [r for r, _ in self._truncated.values()] + self._ooms
-        if self.wholelog is not None:
-            pinned += self.wholelog.pinned()
+        self.checks.settle()
+        pinned = [r for r, _ in self._truncated.values()] + self._ooms + self.checks.pinned()
         every = {r.index: r for r in pinned} | {r.index: r for r in self._recent}
         return [every[i] for i in sorted(every)]
 

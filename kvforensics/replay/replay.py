@@ -19,6 +19,7 @@ from kvforensics.model import PrefillNode, RunResult, Timing
 from kvforensics.model.profiles import FORK, Profile
 from kvforensics.progress import IDLE, current, run_shown
 from kvforensics.replay.arrivals import Shown
+from kvforensics.replay.checks import default_jobs
 from kvforensics.replay.fidelity import Fidelity
 from kvforensics.replay.passes import WINDOW, RoundPass, Timed
 from kvforensics.replay.profile_choice import ProfileChoice, choose_profile
@@ -153,6 +154,7 @@ def replay_logs(
     whole_log: bool = False,
     window: int = WINDOW,
     profile: str | None = None,
+    jobs: int | None = None,
 ) -> ReplayResult | StockAnalysis:
     """Logs -> replay. With ``stock``, a log without adder lines gives the analysis of what
     it can tell (``StockAnalysis``) instead of an error. ``stream``: one pass in batches
@@ -162,7 +164,9 @@ def replay_logs(
     ``whole_log``: gather the whole-log findings (``scan.WholeLog``) in the same pass.
     ``narrow``: only the rounds within ``--since``/``--until`` are checked and replayed
     (reading stops after ``--until``). ``profile``: the model profile's name (default: the
-    one the log's lines tell, else the fork's)."""
+    one the log's lines tell, else the fork's). ``jobs``: 2 re-runs the rounds of a streamed
+    replay in a second process as they are rebuilt (the same result; default: 2 for large logs
+    where there are two CPUs, ``checks.default_jobs``), 1 keeps everything in this one."""
     narrow = narrow or Narrow()
     args = dict(overrides=overrides or {}, rank=rank, formats=formats, progress=progress)
     paths = [Path(p) for p in paths]
@@ -170,7 +174,8 @@ def replay_logs(
         check_readable(p)
     choice = choose_profile(paths, profile)
     if stream:
-        got = _streamed(paths, args, narrow, window, whole_log, choice.profile)
+        jobs = default_jobs(paths) if jobs is None else jobs
+        got = _streamed(paths, args, narrow, window, whole_log, choice.profile, jobs)
     else:
         got = _whole(paths, args, narrow, whole_log, choice.profile)
     rr, ps = got
@@ -184,8 +189,7 @@ def replay_logs(
     rr.fidelity = rr.fidelity.with_drops(len(rr.drops))
     _run_policies(rr, ps, policies, transfer_seconds, choice.profile)
     rr.causes = find_causes(rr)
-    if ps.wholelog is not None:
-        rr.whole_log = ps.wholelog.finish(rr, _round_seconds(ps.timed))
+    rr.whole_log = ps.checks.finish(rr, _round_seconds(ps.timed))
     return rr
 
 
@@ -200,25 +204,34 @@ def _whole(paths, args, narrow: Narrow, whole_log: bool, profile: Profile):
         ps.add(rnd)
         checked.advance()
     checked.done()
-    rr = ReplayResult(rb, logs.events, logs.summary, ps.fidelity.result(), {}, None)
+    rr = ReplayResult(rb, logs.events, logs.summary, ps.checks.result(), {}, None)
     rr.has_ms = _has_ms(logs.events)
     rr.rounds_seen, rr.logged_seen = len(rb.rounds), ps.logged
     return rr, ps
 
 
-def _streamed(paths, args, narrow: Narrow, window: int, whole_log: bool, profile: Profile):
+def _streamed(
+    paths, args, narrow: Narrow, window: int, whole_log: bool, profile: Profile, jobs: int
+):
     ls = LogStream(paths, args["overrides"], args["rank"], args["formats"], args["progress"],
                    hold=True)  # fmt: skip
     ps = None
     st, checked = current(), IDLE  # stages below the read's: rounds rebuilt, then checked
-    for rnd in narrow_rounds(st.counted(ls, "rebuilding rounds", "rounds"), narrow):
-        if ps is None:
-            ps = RoundPass(ls.cfg, ls.rebuilder.seq_lens, window, whole_log, profile=profile)
-            checked = st.stage("checking rounds", unit="rounds")
-        ps.add(rnd)
-        checked.advance()
+    try:
+        for rnd in narrow_rounds(st.counted(ls, "rebuilding rounds", "rounds"), narrow):
+            if ps is None:
+                ps = RoundPass(ls.cfg, ls.rebuilder.seq_lens, window, whole_log, profile, jobs)
+                checked = st.stage("checking rounds", unit="rounds")
+            ps.add(rnd)
+            checked.advance()
+    except BaseException:
+        if ps is not None:
+            ps.checks.close()
+        raise
     checked.done()
     if ls.unreplayable is not None:
+        if ps is not None:
+            ps.checks.close()
         return None, (ls.unreplayable, ls.summary)
     if ps is None:  # no round at all
         ps = RoundPass(ls.cfg, ls.rebuilder.seq_lens, window, whole_log, profile=profile)
@@ -232,7 +245,7 @@ def _streamed(paths, args, narrow: Narrow, window: int, whole_log: bool, profile
     ps.keys.kept = {r.index: r for r in kept}
     for rnd in cross_check(rb, ls.side, keys=ps.keys, spans=ls.spans):
         ps.late(rnd)
-    rr = ReplayResult(rb, ls.side, ls.summary, ps.fidelity.result(), {}, None)
+    rr = ReplayResult(rb, ls.side, ls.summary, ps.checks.result(), {}, None)
     rr.has_ms = ls.has_ms
     rr.rounds_seen = ls.rebuilder.count + (len(rb.rounds) - len(kept))
     rr.logged_seen = ps.logged

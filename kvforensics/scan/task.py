@@ -105,6 +105,7 @@ def _scan(spec: NodeSpec, opts: ScanOptions, local: list[Path], unreadable) -> N
         stream=True,
         whole_log=True,
         narrow=Narrow.parse(opts.since, opts.until),
+        jobs=1,  # the nodes are the scan's unit of parallel work
     )
     if isinstance(rr, StockAnalysis):
         return _stock(spec, rr, unreadable)

@@ -153,6 +153,20 @@ class Margins:
         return tuple(self._margin(row) for row in picks)
 
 
+def fix_policies() -> list[str]:
+    """The fixes whose refusals are counted: those of ``FIXES`` the model has."""
+    return [p for p in FIXES if p in POLICIES]
+
+
+@dataclass(frozen=True, slots=True)
+class Findings:
+    """What the pass over the rounds found, before the refused requests' delays."""
+
+    gaps: tuple[GapAdmission, ...]
+    margins: tuple[Margin, ...]
+    rerun: int
+
+
 class WholeLogPass:
     """Fed the rounds in order; ``finish`` gives the findings once the replay has run.
 
@@ -161,7 +175,7 @@ class WholeLogPass:
 
     def __init__(self, known, profile: Profile = FORK) -> None:
         self.known, self.profile = known, profile
-        self.fixes = [p for p in FIXES if p in POLICIES]
+        self.fixes = fix_policies()
         self.gaps: list[GapAdmission] = []
         self.margins = Margins()
         self.rerun = 0
@@ -191,14 +205,22 @@ class WholeLogPass:
         """The rounds the findings still need."""
         return [rnd for refused in self.refused.values() for rnd, _ in refused]
 
+    def findings(self) -> Findings:
+        return Findings(tuple(self.gaps), self.margins.lowest_per_stretch(), self.rerun)
+
     def finish(self, rr, per_round: float) -> WholeLog:
         """``rr``: the ``replay.ReplayResult``; its start-round runs give the delays there."""
-        notes: list[str] = []
-        delays = {p: _delays(rr, p, self.refused[p], notes, per_round) for p in self.fixes}
-        return WholeLog(
-            tuple(self.gaps), self.margins.lowest_per_stretch(), delays, self.rerun,
-            tuple(dict.fromkeys(notes)),
-        )  # fmt: skip
+        return complete(rr, self.findings(), self.refused, per_round)
+
+
+def complete(
+    rr, found: Findings, refused: dict[str, list[tuple[Round, str]]], per_round: float
+) -> WholeLog:
+    """The findings with each refused request's first-token delay (``rr``: the replay;
+    ``refused``: per fix, the rounds and requests it refused)."""
+    notes: list[str] = []
+    delays = {p: _delays(rr, p, refused[p], notes, per_round) for p in refused}
+    return WholeLog(found.gaps, found.margins, delays, found.rerun, tuple(dict.fromkeys(notes)))
 
 
 def whole_log(rr) -> WholeLog:

@@ -1,0 +1,295 @@
+"""The per-round re-runs of a replay: every rebuilt round re-run under ``prefix`` (the
+fidelity check) and read off for the whole-log findings, in this process (``Checks``) or
+in a second one while this one reads and rebuilds the log (``Remote``).
+
+Both give the same records. The second process gets each round as a tuple of the numbers
+the re-run reads (about a sixth of what pickling the round would cost) and sends back,
+per batch, the requests a fix refused; the fidelity record and the findings come at the
+end. The round objects never leave this process, so the forward runs from a refusal's
+round use the round the rebuild made.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import pickle
+import subprocess
+import sys
+from collections import deque
+from operator import attrgetter
+from pathlib import Path
+
+from kvforensics.errors import KvfError
+from kvforensics.model.profiles import Profile
+from kvforensics.replay.fidelity import Fidelity, FidelityCheck
+from kvforensics.rounds import Round
+from kvforensics.rounds.compact import pack_time, unpack_time
+from kvforensics.rounds.provenance import Prov
+from kvforensics.rounds.records import Decision, Piece
+from kvforensics.scan.whole_log import (
+    Findings,
+    WholeLogPass,
+    complete,
+    fix_policies,
+    is_replayable,
+)
+
+#: rounds sent to the second process at a time, and batches it may be behind by
+BATCH, AHEAD = 256, 8
+#: logs from this size on are replayed with a second process, where there is a second CPU
+REMOTE_BYTES = 32 << 20
+
+_DECISION = attrgetter(*Decision.__dataclass_fields__)
+_PIECE = attrgetter("rid", "start", "end", "kind")
+
+
+class Checks:
+    """The re-runs in this process. ``known``: the configuration and the live prompt
+    lengths (``Known``); ``whole``: gather the whole-log findings too."""
+
+    def __init__(self, known, profile: Profile, whole: bool) -> None:
+        self.fidelity = FidelityCheck(known, profile=profile)
+        self.wholelog = WholeLogPass(known, profile) if whole else None
+
+    def add(self, rnd: Round, lens: dict[str, int] | None = None, late: bool = False) -> None:
+        """One round (``lens``: its resumed chunk's prompt length, which the live lengths
+        already hold here). A ``late`` round, one another rank's lines added after the
+        stream, counts for the findings only."""
+        run = self.wholelog.add(rnd) if self.wholelog is not None else None
+        if not late:
+            self.fidelity.add(rnd, run.steps if run is not None else None)
+
+    def settle(self, upto: int | None = None) -> None:
+        """Every round up to ``upto`` (all when None) checked: nothing waits here."""
+
+    def refused_in(self, index: int) -> bool:
+        return self.wholelog is not None and index in self.wholelog.refused_rounds
+
+    def pinned(self) -> list[Round]:
+        return self.wholelog.pinned() if self.wholelog is not None else []
+
+    def result(self) -> Fidelity:
+        return self.fidelity.result()
+
+    def finish(self, rr, per_round: float):
+        """The whole-log findings (None when not gathered); ``rr``: the replay."""
+        return self.wholelog.finish(rr, per_round) if self.wholelog is not None else None
+
+    def close(self) -> None:
+        """Nothing to stop."""
+
+
+def pack_round(rnd: Round, lens: dict[str, int], late: bool) -> tuple:
+    """What a re-run of ``rnd`` reads, as plain values (``unpack_round`` gives it back)."""
+    base = rnd.baseline.value if rnd.baseline is not None else None
+    return (
+        rnd.index, pack_time(rnd.time), rnd.baseline is not None, base,
+        [_DECISION(d) for d in rnd.decisions], [_PIECE(p) for p in rnd.pieces],
+        lens, late,
+    )  # fmt: skip
+
+
+def unpack_round(row: tuple) -> tuple[Round, dict[str, int], bool]:
+    index, t, has_base, base, decisions, pieces, lens, late = row
+    rnd = Round(
+        index, unpack_time(t), [Decision(*d) for d in decisions],
+        [Piece(rid, start, end, kind, "") for rid, start, end, kind in pieces],
+        baseline=Prov(base, "") if has_base else None,
+    )  # fmt: skip
+    return rnd, lens, late
+
+
+class Remote:
+    """The re-runs in a second process, fed as the rounds stream by; the same interface
+    as ``Checks``. At most ``AHEAD`` batches are in flight, so the rounds held for them
+    (the refusals' rounds are looked up here) stay a few thousand."""
+
+    def __init__(self, cfg, profile: Profile, whole: bool) -> None:
+        # A fresh interpreter on pipes, not multiprocessing: fork would copy the reader's
+        # running threads, and spawn runs the caller's main module again.
+        self._proc = subprocess.Popen(
+            [sys.executable, "-m", "kvforensics.replay._checker"],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=_env(),
+        )  # fmt: skip
+        self._put((cfg, profile, whole))
+        self.whole = whole
+        self.refused: dict[str, list[tuple[Round, str]]] = {p: [] for p in fix_policies()}
+        self.refused_rounds: set[int] = set()
+        self._batch: list[tuple] = []
+        self._held: dict[int, Round] = {}  # the rounds of the batch being filled
+        #: per batch in flight: its first round's index and its rounds by index
+        self._sent: deque[tuple[int, dict[int, Round]]] = deque()
+        self._end: tuple | None = None
+
+    def add(self, rnd: Round, lens: dict[str, int] | None = None, late: bool = False) -> None:
+        if not (is_replayable(rnd) and self.whole) and not (rnd.decisions and not late):
+            return  # neither check re-runs it
+        self._batch.append(pack_round(rnd, lens or {}, late))
+        self._held[rnd.index] = rnd
+        if len(self._batch) >= BATCH:
+            self._send()
+
+    def _send(self) -> None:
+        first = self._batch[0][0]
+        self._put(self._batch)
+        self._sent.append((first, self._held))
+        self._batch, self._held = [], {}
+        while len(self._sent) > AHEAD:
+            self._receive()
+
+    def _receive(self) -> None:
+        got = self._get()
+        _, rounds = self._sent.popleft()
+        for index, policy, rid in got:
+            self.refused[policy].append((rounds[index], rid))
+            self.refused_rounds.add(index)
+
+    def _put(self, obj) -> None:
+        try:
+            pickle.dump(obj, self._proc.stdin, protocol=pickle.HIGHEST_PROTOCOL)
+            self._proc.stdin.flush()
+        except (BrokenPipeError, OSError, ValueError):
+            raise self._stopped() from None
+
+    def _get(self):
+        try:
+            got = pickle.load(self._proc.stdout)
+        except (EOFError, OSError, ValueError, pickle.UnpicklingError):
+            raise self._stopped() from None
+        if isinstance(got, Failed):
+            raise got.exc
+        return got
+
+    def _stopped(self) -> KvfError:
+        try:
+            code = self._proc.wait(5)
+        except subprocess.TimeoutExpired:
+            code = None
+        return KvfError(
+            f"the second process re-running the rounds stopped (exit code {code}); "
+            "run again with --jobs 1"
+        )
+
+    def settle(self, upto: int | None = None) -> None:
+        """Wait until every round up to ``upto`` (all when None) is checked."""
+        if self._batch and (upto is None or self._batch[0][0] <= upto):
+            self._send()
+        while self._sent and (upto is None or self._sent[0][0] <= upto):
+            self._receive()
+
+    def refused_in(self, index: int) -> bool:
+        return index in self.refused_rounds
+
+    def pinned(self) -> list[Round]:
+        return [rnd for refused in self.refused.values() for rnd, _ in refused]
+
+    def _ended(self) -> tuple:
+        """The fidelity record and the findings, once every round sent is checked."""
+        if self._end is None:
+            self.settle()
+            self._put(None)
+            self._end = self._get()
+            self.close()
+        return self._end
+
+    def result(self) -> Fidelity:
+        return self._ended()[0]
+
+    def finish(self, rr, per_round: float):
+        found: Findings | None = self._ended()[1]
+        return complete(rr, found, self.refused, per_round) if found is not None else None
+
+    def close(self) -> None:
+        """Stop the second process (it exits by itself once its input ends)."""
+        for f in (self._proc.stdin, self._proc.stdout):
+            with contextlib.suppress(OSError):  # a pipe the second process broke
+                f.close()
+        try:
+            self._proc.wait(5)
+        except subprocess.TimeoutExpired:
+            self._proc.kill()
+            self._proc.wait()
+
+
+def _env() -> dict[str, str]:
+    """This environment, with the folder this package was imported from first on the
+    path (a source tree need not be installed)."""
+    root = str(Path(__file__).resolve().parents[2])
+    path = os.environ.get("PYTHONPATH")
+    return {**os.environ, "PYTHONPATH": root + (os.pathsep + path if path else "")}
+
+
+class Failed:
+    """An exception the second process raised, to raise again here."""
+
+    def __init__(self, exc: BaseException) -> None:
+        self.exc = exc
+
+
+def serve(inp, out) -> None:
+    """The second process: the sizes first, then batches of packed rounds in and their
+    refusals out; None ends it with the fidelity record and the findings."""
+    from kvforensics.collector import fewer_collections
+
+    def put(obj) -> None:
+        pickle.dump(obj, out, protocol=pickle.HIGHEST_PROTOCOL)
+        out.flush()
+
+    try:
+        cfg, profile, whole = pickle.load(inp)
+        known = Known(cfg, {})
+        checks = Checks(known, profile, whole)
+        with fewer_collections():
+            while (batch := pickle.load(inp)) is not None:
+                put(_check(checks, known, batch))
+        wl = checks.wholelog
+        put((checks.result(), wl.findings() if wl is not None else None))
+    except (EOFError, BrokenPipeError):
+        pass  # the parent went away
+    except Exception as exc:  # raised again in the parent
+        try:
+            put(Failed(exc))
+        except (pickle.PicklingError, TypeError, AttributeError):
+            put(Failed(RuntimeError(f"{type(exc).__name__}: {exc}")))
+
+
+def _check(checks: Checks, known, batch: list[tuple]) -> list[tuple[int, str, str]]:
+    """One batch re-run; the refusals it found as (round, policy, request)."""
+    for row in batch:
+        rnd, lens, late = unpack_round(row)
+        known.seq_lens = lens
+        checks.add(rnd, late=late)
+    wl = checks.wholelog
+    if wl is None:
+        return []
+    out = [(rnd.index, p, rid) for p, got in wl.refused.items() for rnd, rid in got]
+    for got in wl.refused.values():
+        got.clear()
+    wl.refused_rounds.clear()
+    return out
+
+
+class Known:
+    """What a model node at a round needs besides the round: the sizes and prompt lengths."""
+
+    def __init__(self, cfg, seq_lens: dict[str, int]) -> None:
+        self.cfg, self.seq_lens = cfg, seq_lens
+
+
+def make_checks(known, profile: Profile, whole: bool, jobs: int = 1) -> Checks | Remote:
+    """``jobs`` 2: the re-runs in a second process."""
+    return Remote(known.cfg, profile, whole) if jobs > 1 else Checks(known, profile, whole)
+
+
+def default_jobs(paths) -> int:
+    """2 for logs of ``REMOTE_BYTES`` or more on a machine with two CPUs or more, else 1."""
+    if (os.cpu_count() or 1) < 2:
+        return 1
+    size = 0
+    for p in paths:
+        try:
+            size += os.path.getsize(p)
+        except OSError:
+            return 1
+    return 2 if size >= REMOTE_BYTES else 1
