@@ -14,8 +14,10 @@ from __future__ import annotations
 import contextlib
 import os
 import pickle
+import queue
 import subprocess
 import sys
+import threading
 from collections import deque
 from operator import attrgetter
 from pathlib import Path
@@ -236,12 +238,23 @@ def serve(inp, out) -> None:
         pickle.dump(obj, out, protocol=pickle.HIGHEST_PROTOCOL)
         out.flush()
 
+    # A batch is larger than the pipe holds: read ahead in a thread, so that the parent's
+    # write returns while this process re-runs the batch before (up to ``AHEAD`` batches).
+    inbox: queue.Queue = queue.Queue(maxsize=AHEAD)
+    threading.Thread(target=_read_ahead, args=(inp, inbox), daemon=True).start()
+
+    def get():
+        got = inbox.get()
+        if isinstance(got, BaseException):
+            raise got
+        return got
+
     try:
-        cfg, profile, whole = pickle.load(inp)
+        cfg, profile, whole = get()
         known = Known(cfg, {})
         checks = Checks(known, profile, whole)
         with fewer_collections():
-            while (batch := pickle.load(inp)) is not None:
+            while (batch := get()) is not None:
                 put(_check(checks, known, batch))
         wl = checks.wholelog
         put((checks.result(), wl.findings() if wl is not None else None))
@@ -252,6 +265,20 @@ def serve(inp, out) -> None:
             put(Failed(exc))
         except (pickle.PicklingError, TypeError, AttributeError):
             put(Failed(RuntimeError(f"{type(exc).__name__}: {exc}")))
+
+
+def _read_ahead(inp, inbox: queue.Queue) -> None:
+    """What the parent sends, one object at a time, until None or the end of the pipe
+    (then the exception that ended it)."""
+    while True:
+        try:
+            got = pickle.load(inp)
+        except BaseException as exc:  # EOFError when the parent went away
+            inbox.put(exc)
+            return
+        inbox.put(got)
+        if got is None:
+            return
 
 
 def _check(checks: Checks, known, batch: list[tuple]) -> list[tuple[int, str, str]]:

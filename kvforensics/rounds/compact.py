@@ -3,6 +3,7 @@ columns of such numbers that stand in for the rounds a streamed replay does not 
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 import tempfile
@@ -27,6 +28,8 @@ def unpack_time(v: int) -> datetime | None:
 
 #: rows a ``Spool`` holds in memory before it writes them out
 CHUNK = 1 << 16
+#: rows pushed as tuples before they join the columns (at most; a divisor of the chunk)
+STEP = 1 << 10
 
 
 class Spool:
@@ -38,6 +41,9 @@ class Spool:
 
     def __init__(self, codes: str, chunk: int | None = None) -> None:
         self.codes, self.chunk = codes, chunk or CHUNK
+        # NOTE: the step divides the chunk, so the columns reach it exactly
+        self._step = math.gcd(self.chunk, STEP)
+        self._pending: list[tuple] = []  # a tuple append is cheaper than an array's per column
         self._cols = self._empty()
         self._file = None
         self._written = 0  # rows in the file, in blocks of ``chunk``
@@ -47,16 +53,26 @@ class Spool:
         return tuple(array(c) for c in self.codes)
 
     def __len__(self) -> int:
-        return self._written + len(self._cols[0])
+        return self._written + len(self._cols[0]) + len(self._pending)
 
     @property
     def held(self) -> int:
         """Rows held in memory (fewer than ``chunk`` once a file takes the rest)."""
-        return len(self._cols[0])
+        return len(self._cols[0]) + len(self._pending)
 
     def push(self, *row) -> None:
-        for col, v in zip(self._cols, row, strict=True):
-            col.append(v)
+        pending = self._pending
+        pending.append(row)
+        if len(pending) >= self._step:
+            self._settle()
+
+    def _settle(self) -> None:
+        """The pending rows into the columns (written out once they hold a chunk)."""
+        if not self._pending:
+            return
+        for col, values in zip(self._cols, zip(*self._pending, strict=True), strict=True):
+            col.extend(values)
+        self._pending.clear()
         if len(self._cols[0]) >= self.chunk:
             self._spill()
 
@@ -77,6 +93,7 @@ class Spool:
 
     def chunks(self) -> Iterator[tuple[array, ...]]:
         """The rows in order, a block of columns at a time."""
+        self._settle()
         for k in range(self._written // self.chunk):
             self._file.seek(k * self.chunk * self._width)
             cols = self._empty()
