@@ -23,6 +23,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -31,24 +32,67 @@ GIB_MB = 1024
 
 
 def timed(cmd: list[str], timeout: float) -> dict:
-    """Wall and CPU seconds and peak RSS of ``cmd`` (GNU time's -v report)."""
-    out = subprocess.run(
-        ["/usr/bin/time", "-v", *cmd], capture_output=True, text=True, timeout=timeout, cwd=ROOT
-    )
-    rep = out.stderr
+    """Wall and CPU seconds and peak RSS of ``cmd`` (GNU time's -v report: its CPU takes in
+    the child processes it waited for, its peak RSS only the largest process), and the
+    peak of the RSS of all its processes together (sampled)."""
+    with subprocess.Popen(
+        ["/usr/bin/time", "-v", *cmd], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True, cwd=ROOT,
+    ) as proc:  # fmt: skip
+        peak = TreeRss(proc.pid)
+        peak.start()
+        try:
+            stdout, rep = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            raise
+        finally:
+            peak.stop()
 
     def field(name: str) -> float:
         m = re.search(rf"{re.escape(name)}: ([\d.:]+)", rep)
         return _seconds(m.group(1)) if m else float("nan")
 
     return {
-        "rc": out.returncode,
+        "rc": proc.returncode,
         "wall_s": round(field("Elapsed (wall clock) time (h:mm:ss or m:ss)"), 2),
         "cpu_s": round(field("User time (seconds)") + field("System time (seconds)"), 2),
         "peak_rss_mb": round(field("Maximum resident set size (kbytes)") / 1024),
-        "stdout_full": out.stdout,
-        "stderr_tail": "" if out.returncode == 0 else rep[-400:],
+        "peak_all_rss_mb": round(peak.peak / 2**20),
+        "stdout_full": stdout,
+        "stderr_tail": "" if proc.returncode == 0 else rep[-400:],
     }
+
+
+class TreeRss(threading.Thread):
+    """The largest sum of the RSS of a process and its descendants, read from ``/proc``
+    five times a second (a replay with ``--jobs 2`` is two processes)."""
+
+    def __init__(self, root: int) -> None:
+        super().__init__(daemon=True)
+        self.root, self.peak, self._halt = root, 0, threading.Event()
+
+    def run(self) -> None:
+        while not self._halt.wait(0.2):
+            self.peak = max(self.peak, _tree_rss(self.root))
+
+    def stop(self) -> None:
+        self._halt.set()
+        self.join()
+
+
+def _tree_rss(root: int) -> int:
+    """Bytes resident in ``root`` and every process below it (0 where /proc is not)."""
+    total, todo = 0, [root]
+    while todo:
+        pid = todo.pop()
+        proc = Path("/proc") / str(pid)
+        try:
+            total += int((proc / "statm").read_text().split()[1])
+            todo += [int(c) for c in (proc / "task" / str(pid) / "children").read_text().split()]
+        except (OSError, ValueError, IndexError):
+            continue
+    return total * os.sysconf("SC_PAGE_SIZE")
 
 
 def _seconds(text: str) -> float:
@@ -105,40 +149,48 @@ def bench(mb: int, workdir: Path, args: argparse.Namespace) -> dict:
         row["rounds_o"] = timed(cmd, args.timeout)
         row["rounds_o"].pop("stdout_full")
         out.unlink(missing_ok=True)
-    if size <= args.replay_max_mb:
+    for jobs in args.jobs.split(",") if size <= args.replay_max_mb else ():
         cmd = [PY, "-m", "kvforensics", "replay", str(log), "--format", "json", "--no-progress"]
-        rp = timed(cmd, args.timeout)
+        rp = timed(cmd + (["--jobs", jobs] if jobs != "default" else []), args.timeout)
         rp.update(_replayed(rp.pop("stdout_full")))
-        row["replay"] = rp
+        row[f"replay --jobs {jobs}"] = rp
     g, gc = row["grep"]["wall_s"] or 0.01, row["grep"]["cpu_s"] or 0.01
-    for k in ("rounds_o", "replay"):
-        if k in row:
-            row[k]["x_grep_wall"] = round(row[k]["wall_s"] / g, 1)
-            row[k]["x_grep_cpu"] = round(row[k]["cpu_s"] / gc, 1)
+    for k in [k for k in row if k == "rounds_o" or k.startswith("replay")]:
+        row[k]["x_grep_wall"] = round(row[k]["wall_s"] / g, 1)
+        row[k]["x_grep_cpu"] = round(row[k]["cpu_s"] / gc, 1)
     if not args.keep:
         log.unlink(missing_ok=True)
     return row
 
 
 def table(rows: list[dict]) -> None:
-    print(f"{'log MB':>7} {'load':>5} {'grep wall/cpu s':>16} | {'replay wall/cpu s':>18} "
+    print(f"{'log MB':>7} {'load':>5} {'grep wall/cpu s':>16} | {'replay':>9} {'wall/cpu s':>17} "
           f"{'x grep wall/cpu':>16} {'peak MB':>8} {'logged re-run':>14} | "
           f"{'rounds -o cpu s':>16} {'peak MB':>8}")  # fmt: skip
     for r in rows:
-        gr, rp, ro = r["grep"], r.get("replay"), r.get("rounds_o")
-        rep = (
-            f"{rp['wall_s']:>9}/{rp['cpu_s']:<8} {rp['x_grep_wall']:>7}/{rp['x_grep_cpu']:<8} "
-            f"{rp['peak_rss_mb']:>8} {rp.get('logged_rounds_rerun')!s:>14}"
-            if rp
-            else f"{'(not run)':>58}"
-        )
+        gr, ro = r["grep"], r.get("rounds_o")
         rnd = f"{ro['cpu_s']:>16} {ro['peak_rss_mb']:>8}" if ro else f"{'(not run)':>25}"
-        print(f"{r['log_mb']:>7} {r['load_avg']:>5} {gr['wall_s']:>7}/{gr['cpu_s']:<8} | {rep} | {rnd}")
+        for k in [k for k in r if k.startswith("replay")] or [None]:
+            rp = r.get(k)
+            rep = (
+                f"{k.removeprefix('replay '):>9} {rp['wall_s']:>8}/{rp['cpu_s']:<8} "
+                f"{rp['x_grep_wall']:>7}/{rp['x_grep_cpu']:<8} {rp['peak_all_rss_mb']:>8} "
+                f"{rp.get('logged_rounds_rerun')!s:>14}"
+                if rp
+                else f"{'(not run)':>68}"
+            )
+            print(f"{r['log_mb']:>7} {r['load_avg']:>5} {gr['wall_s']:>7}/{gr['cpu_s']:<8} | "
+                  f"{rep} | {rnd}")  # fmt: skip
 
 
 def rss_growth(rows: list[dict]) -> None:
-    """How peak RSS moved between the smallest and the largest log replayed."""
-    got = [(r["log_mb"], r["replay"]["peak_rss_mb"]) for r in rows if "replay" in r]
+    """How the peak RSS of the replay's processes together moved between the smallest and
+    the largest log replayed (the last ``--jobs`` given)."""
+    got = [
+        (r["log_mb"], r[k]["peak_all_rss_mb"])
+        for r in rows
+        for k in [k for k in r if k.startswith("replay")][-1:]
+    ]
     if len(got) < 2:
         return
     (m0, r0), (m1, r1) = min(got), max(got)
@@ -159,6 +211,10 @@ def main() -> None:
     ap.add_argument("--grep-runs", type=int, default=3)
     ap.add_argument("--timeout", type=float, default=3600.0)
     ap.add_argument("--keep", action="store_true", help="keep the generated logs")
+    ap.add_argument(
+        "--jobs", default="default",
+        help="replay's --jobs, one run each, comma-separated (default: the tool's own choice)",
+    )  # fmt: skip
     args = ap.parse_args()
     args.dir.mkdir(parents=True, exist_ok=True)
     rows = []
