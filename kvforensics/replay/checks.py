@@ -305,8 +305,13 @@ class Known:
 
 
 def make_checks(known, profile: Profile, whole: bool, jobs: int = 1) -> Checks | Remote:
-    """``jobs`` 2: the re-runs in a second process."""
-    return Remote(known.cfg, profile, whole) if jobs > 1 else Checks(known, profile, whole)
+    """``jobs`` 2: the re-runs in a second process, where one can be started (else here)."""
+    if jobs > 1:
+        try:
+            return Remote(known.cfg, profile, whole)
+        except OSError:  # no interpreter to start, or no processes left: the same work here
+            pass
+    return Checks(known, profile, whole)
 
 
 def default_jobs(paths) -> int:

@@ -48,7 +48,11 @@ FLOATS = ["nan", "inf", "-inf", "-1", "0", "1e-300", "1e308", "0.5"]
 FLAGS: dict[str, list[tuple[str, list[str] | None]]] = {
     "rounds": [("--since", WHEN), ("--until", WHEN), ("--last", BIG)],
     "parse": [("--since", WHEN), ("--until", WHEN)],
-    "replay": [("--policy", POLICIES), ("--transfer-seconds", FLOATS)],
+    "replay": [
+        ("--policy", POLICIES),
+        ("--transfer-seconds", FLOATS),
+        ("--jobs", ["0", "-1", "1", "2", "3"]),
+    ],
     "diff": [("--transfer-seconds", FLOATS)],
     "simulate": [("--show", BIG), ("--rounds", BIG)],
     "explain": [("--policy", POLICIES), ("--rid", ["", "x" * 5000, "as-1keim4u1e8"])],

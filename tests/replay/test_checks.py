@@ -83,3 +83,14 @@ def test_replay_jobs_2_prints_what_jobs_1_prints():
     assert one.returncode == two.returncode == 0, two.stderr
     assert two.stdout == one.stdout
     assert json.loads(two.stdout)["fidelity"]["rounds_checked"] == 5162
+
+
+def test_where_no_second_process_starts_the_rounds_are_checked_here(incident, monkeypatch):
+    def refuse(*args, **kwargs):
+        raise OSError("Resource temporarily unavailable")
+
+    monkeypatch.setattr(checks.subprocess, "Popen", refuse)
+    got = checks.make_checks(checks.Known(incident.cfg, {}), FORK, True, jobs=2)
+    assert type(got) is checks.Checks
+    one = _json(INPUTS["clean"], stream=True, jobs=1)
+    assert _json(INPUTS["clean"], stream=True, jobs=2) == one
