@@ -21,11 +21,13 @@ from kvforensics.logs.source import iter_bytes
 SCAN_BYTES = 16 << 20
 Release = tuple[int, int, int]
 
-_VERSION = re.compile(r"\bsglang(?:==|:\s*v?|\s+v?|-|/v)(\d+)\.(\d+)\.(\d+)\b", re.I)
-_FORK = "PrefillAdder.add_one_req"
+#: searched for in the lines that hold "sglang" in any case (ASCII: a version string is)
+_VERSION = re.compile(r"\bsglang(?:==|:\s*v?|\s+v?|-|/v)(\d+)\.(\d+)\.(\d+)\b", re.I | re.A)
+_FORK = b"PrefillAdder.add_one_req"
 #: code paths of sglang-jax, another project with SGLang-like lines and its own releases
-_JAX = ("sgl_jax", "sglang-jax")
-_BATCH = re.compile(r"Prefill batch(?: \[\d+\])?([.,]) (.*)")
+_JAX = (b"sgl_jax", b"sglang-jax")
+#: searched for in the whole head at once (``.`` stops at the end of the line)
+_BATCH = re.compile(rb"Prefill batch(?: \[\d+\])?([.,]) (.*)")
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,22 +96,24 @@ def detect_release(paths: list[Path]) -> tuple[ReleaseEvidence | None, list[str]
     version = fork = other = None
     forms: list[ReleaseEvidence] = []
     for path in paths:
-        for n, text in _lines(path):
-            if fork is None and _FORK in text:
-                fork = ReleaseEvidence("fork", None, None, "the fork's adder lines",
-                                       f"{path}:{n}", text.strip())  # fmt: skip
-            if other is None and any(j in text for j in _JAX):
-                other = ReleaseEvidence("other", None, None, "sglang-jax's code paths",
-                                        f"{path}:{n}", text.strip())  # fmt: skip
-            if version is None and (m := _VERSION.search(text)):
-                r = tuple(int(x) for x in m.groups())
-                version = ReleaseEvidence("version", r, r, f"version string {m.group(0)!r}",
-                                          f"{path}:{n}", text.strip())  # fmt: skip
-            if m := _BATCH.search(text):
-                lo, hi, why = batch_line_releases(m.group(1), m.group(2))
-                if why:
-                    forms.append(ReleaseEvidence("lines", lo, hi, why, f"{path}:{n}",
-                                                 text.strip()))  # fmt: skip
+        head = _Head(path)
+        raw = head.raw
+        if fork is None and (i := raw.find(_FORK)) >= 0:
+            fork = ReleaseEvidence("fork", None, None, "the fork's adder lines", *head.at(i))
+        jax = [i for i in (raw.find(j) for j in _JAX) if i >= 0]
+        if other is None and jax:
+            other = ReleaseEvidence("other", None, None, "sglang-jax's code paths",
+                                    *head.at(min(jax)))  # fmt: skip
+        if version is None and (got := head.version()):
+            m, where, line = got
+            r = tuple(int(x) for x in m.groups())
+            version = ReleaseEvidence("version", r, r, f"version string {m.group(0)!r}",
+                                      where, line)  # fmt: skip
+        for m in _BATCH.finditer(raw):
+            sep, pairs = (g.decode("utf-8", "replace") for g in m.groups())
+            lo, hi, why = batch_line_releases(sep, pairs)
+            if why:
+                forms.append(ReleaseEvidence("lines", lo, hi, why, *head.at(m.start())))
     notes: list[str] = []
     form = _combine(forms, notes)
     return fork or other or version or form, notes
@@ -134,16 +138,39 @@ def _combine(forms: list[ReleaseEvidence], notes: list[str]) -> ReleaseEvidence 
     return ReleaseEvidence("lines", span[0], span[1], "; ".join(reasons), best.where, best.line)
 
 
-def _lines(path: Path):
-    """(line number, text) of the first ``SCAN_BYTES`` of ``path``; a cut last line is
-    left out (its form is not whole)."""
-    buf, n, read = b"", 0, 0
-    for block in iter_bytes(path, []):
-        buf += block
-        read += len(block)
-        *whole, buf = buf.split(b"\n")
-        for raw in whole:
-            n += 1
-            yield n, raw.decode("utf-8", "replace")
-        if read >= SCAN_BYTES:
-            return
+class _Head:
+    """The whole lines of the first ``SCAN_BYTES`` of a file, searched at once rather
+    than line by line (a cut last line is left out: its form is not whole)."""
+
+    def __init__(self, path: Path) -> None:
+        buf, read = bytearray(), 0
+        for block in iter_bytes(path, []):
+            buf += block
+            read += len(block)
+            if read >= SCAN_BYTES:
+                break
+        del buf[buf.rfind(b"\n") + 1 :]
+        self.path, self.raw = path, bytes(buf)
+        self._pos, self._n = 0, 1  # line number at ``_pos``, for searches made in order
+
+    def at(self, i: int) -> tuple[str, str]:
+        """``file:line`` of the line holding byte ``i``, and that line's text, stripped."""
+        raw = self.raw
+        if i >= self._pos:
+            self._n += raw.count(b"\n", self._pos, i)
+            self._pos, n = i, self._n
+        else:
+            n = 1 + raw.count(b"\n", 0, i)
+        start, end = raw.rfind(b"\n", 0, i) + 1, raw.find(b"\n", i)
+        return f"{self.path}:{n}", raw[start:end].decode("utf-8", "replace").strip()
+
+    def version(self) -> tuple[re.Match, str, str] | None:
+        """The first version string, where, and its line (of the lines naming sglang)."""
+        low = self.raw.lower()  # ASCII only: the offsets stay the raw bytes'
+        i = low.find(b"sglang")
+        while i >= 0:
+            where, line = self.at(i)
+            if m := _VERSION.search(line):
+                return m, where, line
+            i = low.find(b"sglang", low.find(b"\n", i))
+        return None
