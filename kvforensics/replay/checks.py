@@ -105,16 +105,17 @@ def unpack_round(row: tuple) -> tuple[Round, dict[str, int], bool]:
 class Remote:
     """The re-runs in a second process, fed as the rounds stream by; the same interface
     as ``Checks``. At most ``AHEAD`` batches are in flight, so the rounds held for them
-    (the refusals' rounds are looked up here) stay a few thousand."""
+    (the refusals' rounds are looked up here) stay a few thousand.
 
-    def __init__(self, cfg, profile: Profile, whole: bool) -> None:
-        # A fresh interpreter on pipes, not multiprocessing: fork would copy the reader's
-        # running threads, and spawn runs the caller's main module again.
-        self._proc = subprocess.Popen(
-            [sys.executable, "-m", "kvforensics.replay._checker"],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=_env(),
-        )  # fmt: skip
-        self._put((cfg, profile, whole))
+    ``link``: the second process, started early (``start``). One that stops before it
+    says it is ready is replaced by the same work in this process (``Here``), the batches
+    sent so far given again; one that stops later is an error."""
+
+    def __init__(self, link: Pipes, cfg, profile: Profile, whole: bool) -> None:
+        self._link: Pipes | Here = link
+        self._hello = (cfg, profile, whole)
+        self._unready: list[list[tuple]] | None = []  # batches sent before it was ready
+        self._put(self._hello)
         self.whole = whole
         self.refused: dict[str, list[tuple[Round, str]]] = {p: [] for p in fix_policies()}
         self.refused_rounds: set[int] = set()
@@ -134,6 +135,8 @@ class Remote:
 
     def _send(self) -> None:
         first = self._batch[0][0]
+        if self._unready is not None:
+            self._unready.append(self._batch)
         self._put(self._batch)
         self._sent.append((first, self._held))
         self._batch, self._held = [], {}
@@ -149,29 +152,34 @@ class Remote:
 
     def _put(self, obj) -> None:
         try:
-            pickle.dump(obj, self._proc.stdin, protocol=pickle.HIGHEST_PROTOCOL)
-            self._proc.stdin.flush()
-        except (BrokenPipeError, OSError, ValueError):
-            raise self._stopped() from None
+            self._link.put(obj)
+        except Gone:
+            self._here()
 
     def _get(self):
-        try:
-            got = pickle.load(self._proc.stdout)
-        except (EOFError, OSError, ValueError, pickle.UnpicklingError):
-            raise self._stopped() from None
-        if isinstance(got, Failed):
-            raise got.exc
-        return got
+        while True:
+            try:
+                got = self._link.get()
+            except Gone:
+                self._here()
+                continue
+            if isinstance(got, Failed):
+                raise got.exc
+            if self._unready is not None and got == READY:
+                self._unready = None  # from here on, a stop is an error
+                continue
+            return got
 
-    def _stopped(self) -> KvfError:
-        try:
-            code = self._proc.wait(5)
-        except subprocess.TimeoutExpired:
-            code = None
-        return KvfError(
-            f"the second process re-running the rounds stopped (exit code {code}); "
-            "run again with --jobs 1"
-        )
+    def _here(self) -> None:
+        """The second process stopped: before it was ready, its work goes on here."""
+        if self._unready is None:
+            raise self._link.stopped()
+        self._link.close()
+        self._link = Here()
+        for obj in (self._hello, *self._unready):
+            self._link.put(obj)
+        self._unready = None
+        self._link.get()  # ready
 
     def settle(self, upto: int | None = None) -> None:
         """Wait until every round up to ``upto`` (all when None) is checked."""
@@ -203,15 +211,72 @@ class Remote:
         return complete(rr, found, self.refused, per_round) if found is not None else None
 
     def close(self) -> None:
-        """Stop the second process (it exits by itself once its input ends)."""
-        for f in (self._proc.stdin, self._proc.stdout):
+        self._link.close()
+
+
+#: the second process's first answer, once it has what it needs
+READY = "ready"
+
+
+class Gone(Exception):
+    """The second process's pipes broke: it stopped."""
+
+
+class Pipes:
+    """The second process, on its standard input and output. A fresh interpreter, not
+    multiprocessing: fork would copy the reader's running threads, and spawn runs the
+    caller's main module again."""
+
+    def __init__(self) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "kvforensics.replay._checker"],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=_env(),
+        )  # fmt: skip
+
+    def put(self, obj) -> None:
+        try:
+            pickle.dump(obj, self.proc.stdin, protocol=pickle.HIGHEST_PROTOCOL)
+            self.proc.stdin.flush()
+        except (OSError, ValueError):  # a broken pipe, or one already closed
+            raise Gone from None
+
+    def get(self):
+        try:
+            return pickle.load(self.proc.stdout)
+        except (EOFError, OSError, ValueError, pickle.UnpicklingError):
+            raise Gone from None
+
+    def stopped(self) -> KvfError:
+        try:
+            code = self.proc.wait(5)
+        except subprocess.TimeoutExpired:
+            code = None
+        return KvfError(
+            f"the second process re-running the rounds stopped (exit code {code}); "
+            "run again with --jobs 1"
+        )
+
+    def close(self) -> None:
+        """Stop it (it exits by itself once its input ends)."""
+        for f in (self.proc.stdin, self.proc.stdout):
             with contextlib.suppress(OSError):  # a pipe the second process broke
                 f.close()
         try:
-            self._proc.wait(5)
+            self.proc.wait(5)
         except subprocess.TimeoutExpired:
-            self._proc.kill()
-            self._proc.wait()
+            self.proc.kill()
+            self.proc.wait()
+
+
+def start(jobs: int) -> Pipes | None:
+    """The second process for ``jobs`` 2, started before the logs are read so that its
+    start overlaps the first reads; None for 1, or where none can be started."""
+    if jobs < 2:
+        return None
+    try:
+        return Pipes()
+    except OSError:  # no interpreter to start, or no processes left: the work stays here
+        return None
 
 
 def _env() -> dict[str, str]:
@@ -229,9 +294,39 @@ class Failed:
         self.exc = exc
 
 
+class Here:
+    """The second process's side: the sizes, then batches of packed rounds and their
+    refusals, then None and the fidelity record and the findings. ``serve`` runs it in
+    the second process; ``Remote`` runs it in this one when that process stopped early."""
+
+    def __init__(self) -> None:
+        self._checks: Checks | None = None
+        self._known: Known | None = None
+        self._answers: deque = deque()
+
+    def answer(self, obj):
+        if self._checks is None:  # the sizes first
+            cfg, profile, whole = obj
+            self._known = Known(cfg, {})
+            self._checks = Checks(self._known, profile, whole)
+            return READY
+        if obj is None:
+            wl = self._checks.wholelog
+            return self._checks.result(), wl.findings() if wl is not None else None
+        return _check(self._checks, self._known, obj)
+
+    def put(self, obj) -> None:
+        self._answers.append(self.answer(obj))
+
+    def get(self):
+        return self._answers.popleft()
+
+    def close(self) -> None:
+        """Nothing to stop."""
+
+
 def serve(inp, out) -> None:
-    """The second process: the sizes first, then batches of packed rounds in and their
-    refusals out; None ends it with the fidelity record and the findings."""
+    """The second process: ``Here`` on its standard input and output."""
     from kvforensics.collector import fewer_collections
 
     def put(obj) -> None:
@@ -242,22 +337,16 @@ def serve(inp, out) -> None:
     # write returns while this process re-runs the batch before (up to ``AHEAD`` batches).
     inbox: queue.Queue = queue.Queue(maxsize=AHEAD)
     threading.Thread(target=_read_ahead, args=(inp, inbox), daemon=True).start()
-
-    def get():
-        got = inbox.get()
-        if isinstance(got, BaseException):
-            raise got
-        return got
-
+    here = Here()
     try:
-        cfg, profile, whole = get()
-        known = Known(cfg, {})
-        checks = Checks(known, profile, whole)
         with fewer_collections():
-            while (batch := get()) is not None:
-                put(_check(checks, known, batch))
-        wl = checks.wholelog
-        put((checks.result(), wl.findings() if wl is not None else None))
+            while True:
+                got = inbox.get()
+                if isinstance(got, BaseException):
+                    raise got
+                put(here.answer(got))
+                if got is None:
+                    return
     except (EOFError, BrokenPipeError):
         pass  # the parent went away
     except Exception as exc:  # raised again in the parent
@@ -304,13 +393,10 @@ class Known:
         self.cfg, self.seq_lens = cfg, seq_lens
 
 
-def make_checks(known, profile: Profile, whole: bool, jobs: int = 1) -> Checks | Remote:
-    """``jobs`` 2: the re-runs in a second process, where one can be started (else here)."""
-    if jobs > 1:
-        try:
-            return Remote(known.cfg, profile, whole)
-        except OSError:  # no interpreter to start, or no processes left: the same work here
-            pass
+def make_checks(known, profile: Profile, whole: bool, link: Pipes | None = None):
+    """``link``: a second process (``start``) to run the re-runs in; else here."""
+    if link is not None:
+        return Remote(link, known.cfg, profile, whole)
     return Checks(known, profile, whole)
 
 

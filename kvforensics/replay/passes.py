@@ -14,7 +14,7 @@ from datetime import datetime
 from kvforensics.model import Config
 from kvforensics.model.profiles import FORK, Profile
 from kvforensics.replay.arrivals import Arrivals
-from kvforensics.replay.checks import Checks, Known, Remote, make_checks
+from kvforensics.replay.checks import Checks, Known, Pipes, Remote, make_checks
 from kvforensics.replay.transfers import Traffic
 from kvforensics.rounds import Round
 from kvforensics.rounds.continuity import Continuity
@@ -57,15 +57,15 @@ class RoundPass:
     window: int | None = WINDOW
     whole: bool = False
     profile: Profile = FORK
-    #: 2: the re-runs in a second process (``checks.Remote``)
-    jobs: int = 1
+    #: a second process to re-run the rounds in (``checks.start``); None: here
+    link: Pipes | None = None
     timed: Timed = field(default_factory=Timed)
     logged: int = 0
     last_logged: Round | None = None
 
     def __post_init__(self) -> None:
         self.known = Known(self.cfg, self.seq_lens)
-        self.checks: Checks | Remote = make_checks(self.known, self.profile, self.whole, self.jobs)
+        self.checks: Checks | Remote = make_checks(self.known, self.profile, self.whole, self.link)
         self.continuity = Continuity(self.cfg.page_size)
         self.traffic = Traffic(self.cfg)
         self.keys = RoundKeys()

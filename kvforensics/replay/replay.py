@@ -19,7 +19,7 @@ from kvforensics.model import PrefillNode, RunResult, Timing
 from kvforensics.model.profiles import FORK, Profile
 from kvforensics.progress import IDLE, current, run_shown
 from kvforensics.replay.arrivals import Shown
-from kvforensics.replay.checks import default_jobs
+from kvforensics.replay.checks import default_jobs, start
 from kvforensics.replay.fidelity import Fidelity
 from kvforensics.replay.passes import WINDOW, RoundPass, Timed
 from kvforensics.replay.profile_choice import ProfileChoice, choose_profile
@@ -213,22 +213,26 @@ def _whole(paths, args, narrow: Narrow, whole_log: bool, profile: Profile):
 def _streamed(
     paths, args, narrow: Narrow, window: int, whole_log: bool, profile: Profile, jobs: int
 ):
-    ls = LogStream(paths, args["overrides"], args["rank"], args["formats"], args["progress"],
-                   hold=True)  # fmt: skip
+    link = start(jobs)  # before the read, so that its start overlaps the first reads
     ps = None
-    st, checked = current(), IDLE  # stages below the read's: rounds rebuilt, then checked
     try:
+        ls = LogStream(paths, args["overrides"], args["rank"], args["formats"],
+                       args["progress"], hold=True)  # fmt: skip
+        st, checked = current(), IDLE  # stages below the read's: rebuilt, then checked
         for rnd in narrow_rounds(st.counted(ls, "rebuilding rounds", "rounds"), narrow):
             if ps is None:
-                ps = RoundPass(ls.cfg, ls.rebuilder.seq_lens, window, whole_log, profile, jobs)
+                ps = RoundPass(ls.cfg, ls.rebuilder.seq_lens, window, whole_log, profile, link)
                 checked = st.stage("checking rounds", unit="rounds")
             ps.add(rnd)
             checked.advance()
+        checked.done()
     except BaseException:
         if ps is not None:
             ps.checks.close()
         raise
-    checked.done()
+    finally:
+        if ps is None and link is not None:  # stopped before a round, or none to check
+            link.close()
     if ls.unreplayable is not None:
         if ps is not None:
             ps.checks.close()

@@ -47,22 +47,54 @@ def test_a_packed_round_re_runs_as_the_round(incident):
             assert a.steps == b.steps and a.oom == b.oom
 
 
-def test_a_second_process_that_stops_is_a_one_line_error(incident):
-    remote = Remote(incident.cfg, FORK, True)
-    remote._proc.kill()
-    remote._proc.wait()
+def _remote(rb) -> Remote:
+    return Remote(checks.Pipes(), rb.cfg, FORK, True)
+
+
+def _fed(remote: Remote, rb) -> tuple:
+    for rnd in rb.rounds:
+        remote.add(rnd, {p.rid: rb.seq_lens[p.rid] for p in rnd.pieces if p.rid in rb.seq_lens})
+    return remote.result(), sorted((r.index, rid) for v in remote.refused.values() for r, rid in v)
+
+
+def test_a_second_process_that_stops_before_it_is_ready_leaves_the_work_here(incident):
+    here = _fed(_remote(incident), incident)
+    remote = _remote(incident)
+    remote._link.proc.kill()
+    remote._link.proc.wait()
+    assert _fed(remote, incident) == here and type(remote._link) is checks.Here
+    assert here[0].rounds_checked == 5162 and here[1]
+
+
+def test_a_second_process_that_stops_later_is_a_one_line_error(incident):
+    remote = _remote(incident)
+    for rnd in incident.rounds[:3000]:
+        remote.add(rnd)
+    remote.settle()  # it answered: it was ready
+    remote._link.proc.kill()
+    remote._link.proc.wait()
     with pytest.raises(KvfError, match=r"stopped \(exit code -9\); run again with --jobs 1"):
-        for rnd in incident.rounds:
+        for rnd in incident.rounds[3000:]:
             remote.add(rnd)
         remote.result()
 
 
 def test_a_failure_in_the_second_process_is_raised_here(incident):
-    remote = Remote(incident.cfg, FORK, True)
+    remote = _remote(incident)
     remote._put([("not", "a", "packed", "round")])
     with pytest.raises(ValueError, match="unpack"):
         remote._get()
     remote.close()
+
+
+def test_where_no_second_process_starts_the_rounds_are_checked_here(monkeypatch):
+    def refuse(*args, **kwargs):
+        raise OSError("Resource temporarily unavailable")
+
+    monkeypatch.setattr(checks.subprocess, "Popen", refuse)
+    assert checks.start(2) is None and checks.start(1) is None
+    one = _json(INPUTS["clean"], stream=True, jobs=1)
+    assert _json(INPUTS["clean"], stream=True, jobs=2) == one
 
 
 def test_large_logs_get_a_second_process_where_there_are_two_cpus(tmp_path, monkeypatch):
@@ -84,13 +116,3 @@ def test_replay_jobs_2_prints_what_jobs_1_prints():
     assert two.stdout == one.stdout
     assert json.loads(two.stdout)["fidelity"]["rounds_checked"] == 5162
 
-
-def test_where_no_second_process_starts_the_rounds_are_checked_here(incident, monkeypatch):
-    def refuse(*args, **kwargs):
-        raise OSError("Resource temporarily unavailable")
-
-    monkeypatch.setattr(checks.subprocess, "Popen", refuse)
-    got = checks.make_checks(checks.Known(incident.cfg, {}), FORK, True, jobs=2)
-    assert type(got) is checks.Checks
-    one = _json(INPUTS["clean"], stream=True, jobs=1)
-    assert _json(INPUTS["clean"], stream=True, jobs=2) == one
