@@ -3,9 +3,9 @@ fidelity check) and read off for the whole-log findings, in this process (``Chec
 in a second one while this one reads and rebuilds the log (``Remote``).
 
 Both give the same records. The second process gets each round as a tuple of the numbers
-the re-run reads (about a sixth of what pickling the round would cost) and sends back,
-per batch, the requests a fix refused; the fidelity record and the findings come at the
-end. The round objects never leave this process, so the forward runs from a refusal's
+the re-run reads (less than half of what pickling the round would cost, a third of the
+bytes) and sends back, per batch, the requests a fix refused; the fidelity record and the
+findings come at the end. The round objects never leave this process, so the forward runs from a refusal's
 round use the round the rebuild made.
 """
 
