@@ -5,8 +5,8 @@ in a second one while this one reads and rebuilds the log (``Remote``).
 Both give the same records. The second process gets each round as a tuple of the numbers
 the re-run reads (less than half of what pickling the round would cost, a third of the
 bytes) and sends back, per batch, the requests a fix refused; the fidelity record and the
-findings come at the end. The round objects never leave this process, so the forward runs from a refusal's
-round use the round the rebuild made.
+findings come at the end. The round objects never leave this process, so the forward runs
+from a refusal's round use the round the rebuild made.
 """
 
 from __future__ import annotations

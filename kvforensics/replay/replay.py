@@ -227,15 +227,11 @@ def _streamed(
             checked.advance()
         checked.done()
     except BaseException:
-        if ps is not None:
-            ps.checks.close()
+        _stop(ps, link)
         raise
-    finally:
-        if ps is None and link is not None:  # stopped before a round, or none to check
-            link.close()
+    if ps is None or ls.unreplayable is not None:  # nothing for the second process to do
+        _stop(ps, link)
     if ls.unreplayable is not None:
-        if ps is not None:
-            ps.checks.close()
         return None, (ls.unreplayable, ls.summary)
     if ps is None:  # no round at all
         ps = RoundPass(ls.cfg, ls.rebuilder.seq_lens, window, whole_log, profile=profile)
@@ -254,6 +250,14 @@ def _streamed(
     rr.rounds_seen = ls.rebuilder.count + (len(rb.rounds) - len(kept))
     rr.logged_seen = ps.logged
     return rr, ps
+
+
+def _stop(ps: RoundPass | None, link) -> None:
+    """Stop the second process, whether or not a pass took it on."""
+    if ps is not None:
+        ps.checks.close()
+    elif link is not None:
+        link.close()
 
 
 def _unreplayable(events, summary, formats, overrides, stock: bool) -> StockAnalysis:
