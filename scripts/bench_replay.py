@@ -10,7 +10,10 @@ existing ``bench-<MB>mb.log`` there is reused) and removed after unless --keep. 
 is read once before the runs so that every tool reads it from the page cache; grep runs
 ``--grep-runs`` times (its median is the reference: one run is near the timer's
 resolution). ``--no-rounds`` skips ``rounds -o``; ``--replay-max-mb`` skips ``replay``
-above a size. The last lines are the table and how peak RSS moved with the log's size.
+above a size. ``--floors`` also times the two stages every replay starts with, alone: the
+reader's events (``read``) and the rounds rebuilt from them, kept by no one (``rebuild``):
+what a replay costs before any round is re-run. The last lines are the table, the floors
+and how peak RSS moved with the log's size.
 """
 
 from __future__ import annotations
@@ -100,6 +103,24 @@ def _seconds(text: str) -> float:
     return sum(p * 60**i for i, p in enumerate(reversed(parts)))
 
 
+#: the stages before any re-run, each alone in a fresh interpreter (``--floors``): the
+#: reader's events; and the rounds rebuilt from them, handed to no one
+FLOORS = {
+    "read": (
+        "import sys\n"
+        "from kvforensics.logs import ParseSummary, iter_events\n"
+        "n = sum(f.height for f in iter_events([sys.argv[1]], ParseSummary()))\n"
+        "print(n)\n"
+    ),
+    "rebuild": (
+        "import sys\n"
+        "from pathlib import Path\n"
+        "from kvforensics.rounds.stream import LogStream\n"
+        "print(sum(1 for _ in LogStream([Path(sys.argv[1])], need_adder=True)))\n"
+    ),
+}
+
+
 def _replayed(stdout: str) -> dict:
     """What the replay says it did: rounds re-run, mismatches, the out-of-memory reproduced."""
     try:
@@ -149,13 +170,16 @@ def bench(mb: int, workdir: Path, args: argparse.Namespace) -> dict:
         row["rounds_o"] = timed(cmd, args.timeout)
         row["rounds_o"].pop("stdout_full")
         out.unlink(missing_ok=True)
+    for name, code in FLOORS.items() if args.floors else ():
+        row[name] = timed([PY, "-c", code, str(log)], args.timeout)
+        row[name]["count"] = row[name].pop("stdout_full").strip()
     for jobs in args.jobs.split(",") if size <= args.replay_max_mb else ():
         cmd = [PY, "-m", "kvforensics", "replay", str(log), "--format", "json", "--no-progress"]
         rp = timed(cmd + (["--jobs", jobs] if jobs != "default" else []), args.timeout)
         rp.update(_replayed(rp.pop("stdout_full")))
         row[f"replay --jobs {jobs}"] = rp
     g, gc = row["grep"]["wall_s"] or 0.01, row["grep"]["cpu_s"] or 0.01
-    for k in [k for k in row if k == "rounds_o" or k.startswith("replay")]:
+    for k in [k for k in row if k in ("rounds_o", *FLOORS) or k.startswith("replay")]:
         row[k]["x_grep_wall"] = round(row[k]["wall_s"] / g, 1)
         row[k]["x_grep_cpu"] = round(row[k]["cpu_s"] / gc, 1)
     if not args.keep:
@@ -181,6 +205,22 @@ def table(rows: list[dict]) -> None:
             )
             print(f"{r['log_mb']:>7} {r['load_avg']:>5} {gr['wall_s']:>7}/{gr['cpu_s']:<8} | "
                   f"{rep} | {rnd}")  # fmt: skip
+
+
+def floors(rows: list[dict]) -> None:
+    """The stages before any re-run, against grep and against the replay (its last
+    ``--jobs``): how much of the replay's wall the read and the rebuild alone take."""
+    for r in rows:
+        if "read" not in r:
+            continue
+        reps = [k for k in r if k.startswith("replay")]
+        rp = r[reps[-1]] if reps else None
+        parts = []
+        for name in FLOORS:
+            f = r[name]
+            share = f", {f['wall_s'] / rp['wall_s']:.2f}x the replay's wall" if rp else ""
+            parts.append(f"{name} {f['wall_s']}/{f['cpu_s']} s ({f['x_grep_wall']}x grep{share})")
+        print(f"{r['log_mb']:>7} MB before any re-run: " + "; ".join(parts))
 
 
 def rss_growth(rows: list[dict]) -> None:
@@ -211,6 +251,7 @@ def main() -> None:
     ap.add_argument("--grep-runs", type=int, default=3)
     ap.add_argument("--timeout", type=float, default=3600.0)
     ap.add_argument("--keep", action="store_true", help="keep the generated logs")
+    ap.add_argument("--floors", action="store_true", help="time the read and the rebuild alone")
     ap.add_argument(
         "--jobs", default="default",
         help="replay's --jobs, one run each, comma-separated (default: the tool's own choice)",
@@ -222,6 +263,7 @@ def main() -> None:
         rows.append(bench(int(s), args.dir, args))
         print(json.dumps(rows[-1]), flush=True)
     table(rows)
+    floors(rows)
     rss_growth(rows)
 
 
