@@ -5,14 +5,14 @@ truncation), and forgotten with it."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from kvforensics.rounds import Round
 
 
-@dataclass(frozen=True, slots=True)
-class Shown:
-    """A request's first adder check after the start round: where, and its lengths."""
+class Shown(NamedTuple):
+    """A request's first adder check after the start round: where, and its lengths (a
+    named tuple: one is made for every request a log shows while a truncation is open)."""
 
     rid: str
     round: int

@@ -37,17 +37,15 @@ class Traffic:
         t = (r.time - self.t0).total_seconds()
         prev = self.prev
         if prev is not None and prev.baseline_end is not None and r.decisions and r.baseline:
-            gap = (r.time - prev.time).total_seconds()
             rise = r.baseline.value - prev.baseline_end.value
             # A long silence in the log is not a measurement of the node.
-            if rise > 0 and gap <= 60:
-                _push(self.frees, r.index, t, rise)
+            if rise > 0 and (r.time - prev.time).total_seconds() <= 60:
+                self.frees.push(r.index, t, rise)
         for p in r.pieces:
-            seq = seq_lens.get(p.rid)
-            if seq is not None and p.end == seq:
+            if p.end == seq_lens.get(p.rid):
                 d = next((d for d in r.decisions if d.rid == p.rid), None)
                 dev = d.prefix_len if d else 0
-                _push(self.finishes, r.index, t, self.cfg.ceil_page(seq) - dev)
+                self.finishes.push(r.index, t, self.cfg.ceil_page(p.end) - dev)
         self.prev = r
 
     def before(self, index: int) -> tuple[Pairs, Pairs]:
@@ -78,10 +76,6 @@ class Pairs:
     def __iter__(self):
         pairs = (zip(t, n, strict=True) for _, t, n in self.spool.chunks())
         return islice(chain.from_iterable(pairs), self.n)
-
-
-def _push(spool: Spool, index: int, t: float, tokens: int) -> None:
-    spool.push(index, t, tokens)
 
 
 def frees_and_finishes(rb: Rebuild, before: int) -> tuple[Pairs, Pairs]:

@@ -30,15 +30,15 @@ def test_traffic_before_is_the_rounds_before_without_copies(steps, cut):
     """The views ``Traffic.before`` gives hold exactly the entries of earlier rounds, in
     order, and the latency read off them is the one read off plain lists."""
     from kvforensics.model import Config
-    from kvforensics.replay.transfers import Traffic, _push
+    from kvforensics.replay.transfers import Traffic
 
     cfg = Config(page_size=64, chunked_prefill_size=4096, max_prefill_tokens=16384, pool_size=65536)
     traffic, index, rows = Traffic(cfg), 0, []
     for i, (skip, tokens) in enumerate(steps):
         index += skip  # several entries may share a round; rounds only grow
         t = float(i)
-        _push(traffic.frees, index, t + 2.0, tokens)
-        _push(traffic.finishes, index, t, tokens)
+        traffic.frees.push(index, t + 2.0, tokens)
+        traffic.finishes.push(index, t, tokens)
         rows.append((index, t, tokens))
     frees, finishes = traffic.before(cut)
     want_frees = [(t + 2.0, n) for i, t, n in rows if i < cut]
