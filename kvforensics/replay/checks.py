@@ -237,6 +237,7 @@ class Pipes:
             [sys.executable, "-m", "kvforensics.replay._checker"],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=_env(),
         )  # fmt: skip
+        _widen(self.proc.stdin)
 
     def put(self, obj) -> None:
         try:
