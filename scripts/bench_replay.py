@@ -115,8 +115,9 @@ FLOORS = {
     "rebuild": (
         "import sys\n"
         "from pathlib import Path\n"
-        "from kvforensics.rounds.stream import LogStream\n"
-        "print(sum(1 for _ in LogStream([Path(sys.argv[1])], need_adder=True)))\n"
+        "from kvforensics.rounds.stream import LogStream, forgetting\n"
+        "ls = LogStream([Path(sys.argv[1])], need_adder=True)\n"
+        "print(sum(1 for _ in forgetting(ls, ls)))\n"
     ),
 }
 

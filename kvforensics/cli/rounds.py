@@ -37,7 +37,7 @@ from kvforensics.report.terminal import FitTable
 from kvforensics.rounds import from_logs
 from kvforensics.rounds.batches import batch_rounds
 from kvforensics.rounds.ranks import deciding_rank, describe_rank
-from kvforensics.rounds.stream import LogStream, narrow_rounds
+from kvforensics.rounds.stream import LogStream, forgetting, narrow_rounds
 from kvforensics.rounds.writers import SUFFIXES, write_rounds
 
 
@@ -144,7 +144,7 @@ def _write(logs: list[Path], output: Path, opts: LogOptions, narrow) -> None:
 
     def write(tmp: Path) -> None:
         rounds = current().counted(ls, "rebuilding rounds", "rounds")
-        count.append(write_rounds(narrow_rounds(rounds, narrow), tmp))
+        count.append(write_rounds(narrow_rounds(forgetting(ls, rounds), narrow), tmp))
         if ls.rebuilder is None or not ls.rebuilder.count:  # nothing to write: no file
             files = [f.path for f in ls.summary.files if ls.rank in f.ranks or not ls.rank]
             who = f"{ls.rank} ({', '.join(files)})" if ls.rank else ", ".join(files)

@@ -19,6 +19,7 @@ from kvforensics.replay.transfers import Traffic
 from kvforensics.rounds import Round
 from kvforensics.rounds.continuity import Continuity
 from kvforensics.rounds.crosscheck import RoundKeys
+from kvforensics.rounds.stream import finished
 
 #: recent rounds kept (the report's history, the cross-checks' kept rounds)
 WINDOW = 5_000
@@ -114,12 +115,10 @@ class RoundPass:
         if rnd.oom is not None:
             self._ooms.append(rnd)
             self._pins[rnd.index] = self._pins.get(rnd.index, 0) + 1
-            return
-        for p in rnd.pieces:
-            if p.end == self.seq_lens.get(p.rid):  # finished: forget it
-                self._forget(p.rid)
-                self.arrivals.close(p.rid)
-                del self.seq_lens[p.rid]
+        for rid in finished(rnd, self.seq_lens):
+            self._forget(rid)
+            self.arrivals.close(rid)
+            del self.seq_lens[rid]
 
     def _forget(self, rid: str) -> None:
         """``rid`` finished: its truncation round is no longer needed for it."""

@@ -304,6 +304,8 @@ def _check_batches(rb: Rebuild, keys: RoundKeys, rank: str, lines: list[dict]) -
         }
         if key.round is not None:
             key.round.batch = batch
+        if b.get("new_token") is None:
+            continue  # the line gives no token count (damaged, or a format without it)
         total = key.new_tokens
         _settle(
             rb,

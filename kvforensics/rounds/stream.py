@@ -11,7 +11,7 @@ cross-checks at the end.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -250,7 +250,26 @@ def _concat(frames: list[pl.DataFrame], formats) -> pl.DataFrame:
     return pl.DataFrame(schema=load_catalogue(formats).schema())
 
 
-def narrow_rounds(ls: LogStream, narrow: Narrow) -> Iterator[Round]:
+def finished(rnd: Round, seq_lens: dict[str, int]) -> list[str]:
+    """The requests whose last piece ``rnd`` ran (none in a round that ran out of memory:
+    its pieces were never computed)."""
+    if rnd.oom is not None:
+        return []
+    return [p.rid for p in rnd.pieces if p.end == seq_lens.get(p.rid)]
+
+
+def forgetting(ls: LogStream, rounds: Iterable[Round]) -> Iterator[Round]:
+    """``rounds`` (of ``ls``), each finished request's prompt length dropped once its round
+    is handed on: the rebuild needs no finished request's, so memory stays flat in the
+    log's length (a replay's pass drops them itself)."""
+    for rnd in rounds:
+        yield rnd
+        lens = ls.rebuilder.seq_lens
+        for rid in finished(rnd, lens):
+            del lens[rid]
+
+
+def narrow_rounds(ls: Iterable[Round], narrow: Narrow) -> Iterator[Round]:
     """The stream's rounds within ``--since``/``--until``; reading stops after ``--until``."""
     for rnd in ls:
         if narrow.after(rnd):

@@ -44,7 +44,7 @@ def test_incident_lines_exact(samples):
     ] == [
         ("as-v9ujq2m0c1", "full", 0, 13888, "CONTINUE"),
         ("as-1keim4u1e8", "truncated", 86784, 89088, "CONTINUE"),
-        ("as-xpkq7d03n5", "full", 15360, 15545, "CONTINUE"),
+        ("as-xpkq7d03n5", "full", 15360, 15545, "OTHER"),
     ]
     loads = _by_kind(df, "hicache_load_back")
     assert [(x["rid"], x["host_hit_len"], x["loaded"]) for x in loads] == [

@@ -64,7 +64,7 @@ def test_long_values_are_shortened_in_tables(tmp_path):
     log.write_text(SAMPLE.read_text().replace("as-xpkq7d03n5", rid))
     for cmd in ("rounds", "replay"):
         out = run_cli(cmd, log, columns=80)
-        assert out.code in (0, 3), out.stderr
+        assert out.code == 0, out.stderr  # the sample agrees with the model
         assert len(out.stdout) < 20_000 and "more)…" in out.stdout
     # JSON keeps the value whole
     out = run_cli("rounds", log, "--format", "json")

@@ -96,3 +96,22 @@ def test_the_rounds_spooled_out_of_memory_say_what_the_whole_replay_says(name, m
     spools = [ps.keys._rows, ps.wholelog.margins.rows, ps.traffic.frees, ps.traffic.finishes]
     assert len(ps.keys) > 20 * 8 and len(ps.wholelog.margins.rows) > 20 * 8
     assert all(sp.held < 8 for sp in spools)
+
+
+def test_a_streamed_rebuild_forgets_each_request_once_its_last_piece_ran():
+    """``rounds -o`` holds the prompt lengths of the unfinished requests only, so memory
+    stays flat in the log's length; the rounds are the ones a rebuild that keeps every
+    length gives."""
+    from kvforensics.rounds import from_logs
+    from kvforensics.rounds.stream import LogStream, forgetting
+
+    kept = from_logs([INC / "pp0.log"]).rebuild
+    ls = LogStream([INC / "pp0.log"])
+    streamed = [r.as_dict() for r in forgetting(ls, ls)]
+    assert streamed == [r.as_dict() for r in kept.rounds]
+    done = {p.rid for r in kept.rounds if r.oom is None for p in r.pieces
+            if p.end == kept.seq_lens.get(p.rid)}  # fmt: skip
+    assert done and not done & set(ls.rebuilder.seq_lens)
+    assert set(ls.rebuilder.seq_lens) == set(kept.seq_lens) - done
+    # the out-of-memory's victim never finished: its length is still there
+    assert kept.oom.rid in ls.rebuilder.seq_lens
