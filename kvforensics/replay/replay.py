@@ -23,7 +23,7 @@ from kvforensics.replay.checks import default_jobs, start
 from kvforensics.replay.fidelity import Fidelity
 from kvforensics.replay.passes import WINDOW, RoundPass, Timed
 from kvforensics.replay.profile_choice import ProfileChoice, choose_profile
-from kvforensics.replay.state import arrivals_after, node_at
+from kvforensics.replay.state import arrivals_after, chunk_slots, node_at, shared_slots
 from kvforensics.replay.stock import StockAnalysis, analyse_stock, fork_lines
 from kvforensics.replay.transfers import estimate_latency
 from kvforensics.replay.verdict import first_token_delays
@@ -493,7 +493,10 @@ def _inflight(
     """The memory held at the start round, split among the requests whose KV is being
     sent, each released ``seconds`` after the start (one after another)."""
     base = start.baseline.value if start.baseline else 0
-    held = max(0, rb.cfg.pool_size - base)
+    # NOTE: a chunk the start round resumes and a prefix already locked are outside the
+    # baseline too; the node holds them apart, so they are not in transfer
+    chunk, shared = chunk_slots(rb.cfg, start), shared_slots(rb.cfg, start)
+    held = max(0, rb.cfg.pool_size - base - chunk - shared)
     count, source = 1, "no batch line: assumed one"
     if start.batch and start.batch.get("inflight_req") is not None:
         # The batch line is printed after the round's forward: the requests that finished
@@ -513,7 +516,10 @@ def _inflight(
         inflight.append(("inflight-rest", held - share * count, seconds + per_round))
     notes.append(
         f"{held} slots held by requests in KV transfer at round {start.index} "
-        f"(derived: pool {rb.cfg.pool_size} - baseline {base}); {count} of them ({source}), "
+        f"(derived: pool {rb.cfg.pool_size} - baseline {base}"
+        + (f" - {chunk} held by the chunk it resumes" if chunk else "")
+        + (f" - {shared} of prefixes already locked" if shared else "")
+        + f"); {count} of them ({source}), "
         "holding equal shares and finishing one after another (assumed)"
     )
     return inflight

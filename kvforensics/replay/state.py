@@ -17,6 +17,7 @@ from kvforensics.model import (
 from kvforensics.model.profiles import FORK, Profile
 from kvforensics.replay.arrivals import Shown
 from kvforensics.rounds import Rebuild, Round
+from kvforensics.rounds.records import Piece
 
 #: a node whose rounds take no time (a re-run of one round)
 _UNTIMED = Timing()
@@ -51,6 +52,35 @@ def arrivals_after(
     ]
 
 
+def resumed(rnd: Round) -> Piece | None:
+    """The piece of the request ``rnd`` resumes (the adder chunks one at a time)."""
+    return next((p for p in rnd.pieces if p.kind == "resumed"), None)
+
+
+def chunk_slots(cfg: Config, rnd: Round) -> int:
+    """The slots the request ``rnd`` resumes holds when the round starts (its computed
+    part, whole pages): outside the round's baseline, like the KV in transfer."""
+    p = resumed(rnd)
+    return cfg.ceil_page(p.start) if p is not None else 0
+
+
+def shared_slots(cfg: Config, rnd: Round) -> int:
+    """The cached prefix slots another request had already locked when ``rnd`` began (the
+    part of a lock that did not drop the baseline): outside the baseline, and held by the
+    node as locked cache, not as KV in transfer."""
+    return sum(_shared(rnd, lock_drops(rnd, cfg)).values())
+
+
+def _shared(rnd: Round, drops: dict[str, int]) -> dict[str, int]:
+    """rid -> the part of its device prefix an earlier request had already locked (its
+    lock dropped the baseline by less than the prefix: shared blocks)."""
+    return {
+        d.rid: d.prefix_len - drops[d.rid]
+        for d in rnd.decisions
+        if d.rid in drops and d.prefix_len > drops[d.rid]
+    }
+
+
 def node_at(
     rb: Rebuild,
     rnd: Round,
@@ -81,13 +111,12 @@ def node_at(
     waiting.extend(extra_waiting)
     chunked = None
     held: list[tuple[str, int]] = []
-    for p in rnd.pieces:
-        if p.kind == "resumed":
-            chunked = Request(p.rid, rb.seq_lens.get(p.rid, p.end), 0, 0)
-            chunked.done = p.start
-            chunked.admitted_round = rnd.index - 1
-            held.append((p.rid, cfg.ceil_page(p.start)))
-            break
+    p = resumed(rnd)
+    if p is not None:
+        chunked = Request(p.rid, rb.seq_lens.get(p.rid, p.end), 0, 0)
+        chunked.done = p.start
+        chunked.admitted_round = rnd.index - 1
+        held.append((p.rid, chunk_slots(cfg, rnd)))
     if inflight:
         held += [(rid, tokens) for rid, tokens, _done_at in inflight]
     state = NodeState(
@@ -117,11 +146,7 @@ def _prefix_locks(
     evictable = {f"prefix:{rid}": n for rid, n in drops.items()}
     # The rest of such a prefix was already locked by an earlier request (shared blocks):
     # cached, but not evictable.
-    shared = {
-        d.rid: d.prefix_len - drops[d.rid]
-        for d in rnd.decisions
-        if d.rid in drops and d.prefix_len > drops[d.rid]
-    }
+    shared = _shared(rnd, drops)
     evictable.update({f"shared:{rid}": n for rid, n in shared.items()})
     for req in waiting:
         if req.rid in drops:
