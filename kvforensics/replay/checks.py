@@ -23,11 +23,6 @@ from operator import attrgetter
 from pathlib import Path
 
 from kvforensics.errors import KvfError
-
-try:
-    import fcntl
-except ImportError:  # Windows: the pipes keep their size
-    fcntl = None
 from kvforensics.model.profiles import Profile
 from kvforensics.replay.fidelity import Fidelity, FidelityCheck
 from kvforensics.rounds import Round
@@ -92,7 +87,7 @@ def pack_round(rnd: Round, lens: dict[str, int], late: bool) -> tuple:
     base = rnd.baseline.value if rnd.baseline is not None else None
     return (
         rnd.index, pack_time(rnd.time), rnd.baseline is not None, base,
-        list(map(_DECISION, rnd.decisions)), list(map(_PIECE, rnd.pieces)),
+        [_DECISION(d) for d in rnd.decisions], [_PIECE(p) for p in rnd.pieces],
         lens, late,
     )  # fmt: skip
 
@@ -237,7 +232,6 @@ class Pipes:
             [sys.executable, "-m", "kvforensics.replay._checker"],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=_env(),
         )  # fmt: skip
-        _widen(self.proc.stdin)
 
     def put(self, obj) -> None:
         try:
@@ -272,21 +266,6 @@ class Pipes:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
-
-
-#: the capacity asked of the pipe to the second process: AHEAD batches of BATCH rounds (a
-#: few hundred bytes each), so that a write returns before that process, busy with its
-#: re-runs, takes its turn to read
-PIPE_BYTES = 1 << 20
-
-
-def _widen(pipe) -> None:
-    """Ask for ``PIPE_BYTES`` (Linux; elsewhere, or above the system's limit, the pipe
-    keeps its size: a write then waits more often, with the same result)."""
-    setsize = getattr(fcntl, "F_SETPIPE_SZ", None)
-    if setsize is not None:
-        with contextlib.suppress(OSError):
-            fcntl.fcntl(pipe.fileno(), setsize, PIPE_BYTES)
 
 
 def start(jobs: int) -> Pipes | None:

@@ -16,6 +16,7 @@ from itertools import accumulate, chain, islice
 from kvforensics.model import Config
 from kvforensics.rounds import Rebuild, Round
 from kvforensics.rounds.compact import Spool
+from kvforensics.rounds.stream import finished
 
 
 class Traffic:
@@ -41,11 +42,10 @@ class Traffic:
             # A long silence in the log is not a measurement of the node.
             if rise > 0 and (r.time - prev.time).total_seconds() <= 60:
                 self.frees.push(r.index, t, rise)
-        for p in r.pieces:
-            if p.end == seq_lens.get(p.rid):
-                d = next((d for d in r.decisions if d.rid == p.rid), None)
-                dev = d.prefix_len if d else 0
-                self.finishes.push(r.index, t, self.cfg.ceil_page(p.end) - dev)
+        for rid in finished(r, seq_lens):
+            d = next((d for d in r.decisions if d.rid == rid), None)
+            dev = d.prefix_len if d else 0
+            self.finishes.push(r.index, t, self.cfg.ceil_page(seq_lens[rid]) - dev)
         self.prev = r
 
     def before(self, index: int) -> tuple[Pairs, Pairs]:

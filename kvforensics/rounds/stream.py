@@ -269,9 +269,9 @@ def forgetting(ls: LogStream, rounds: Iterable[Round]) -> Iterator[Round]:
             del lens[rid]
 
 
-def narrow_rounds(ls: Iterable[Round], narrow: Narrow) -> Iterator[Round]:
+def narrow_rounds(rounds: Iterable[Round], narrow: Narrow) -> Iterator[Round]:
     """The stream's rounds within ``--since``/``--until``; reading stops after ``--until``."""
-    for rnd in ls:
+    for rnd in rounds:
         if narrow.after(rnd):
             break
         if not narrow.before(rnd):

@@ -87,20 +87,6 @@ def test_a_failure_in_the_second_process_is_raised_here(incident):
     remote.close()
 
 
-@pytest.mark.skipif(not hasattr(checks.fcntl, "F_GETPIPE_SZ"), reason="Linux pipes only")
-def test_the_pipe_to_the_second_process_holds_a_batch_in_flight():
-    """Asked for PIPE_BYTES; a system limit below that keeps the size the system gives."""
-    from pathlib import Path
-
-    limit = int(Path("/proc/sys/fs/pipe-max-size").read_text())
-    link = checks.start(2)
-    try:
-        got = checks.fcntl.fcntl(link.proc.stdin.fileno(), checks.fcntl.F_GETPIPE_SZ)
-    finally:
-        link.close()
-    assert got >= min(checks.PIPE_BYTES, limit) and got >= checks.BATCH * 1024
-
-
 def test_where_no_second_process_starts_the_rounds_are_checked_here(monkeypatch):
     def refuse(*args, **kwargs):
         raise OSError("Resource temporarily unavailable")
