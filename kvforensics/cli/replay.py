@@ -143,7 +143,7 @@ def _print_replay(rr, d: dict, wl) -> None:
                 f"{name}: {x['rid']} first token {x['delay_s']:+.2f} s later than under prefix"
             )
     console.print("[bold]Verdict[/]")
-    for line in verdict_text(d["root_cause"], o, rr.results, rr.causes):
+    for line in verdict_text(d["root_cause"], o, rr.results, rr.causes, rr.holds):
         print_para(line)
     if rr.rebuild.contradictions:
         print_contradictions(rr.rebuild.contradictions, limit=5)

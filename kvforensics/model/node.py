@@ -105,6 +105,8 @@ class Batch(NamedTuple):
     #: the chunked request's budget state skipped the waiting queue
     skipped: bool
     oom: OutOfMemory | None
+    #: available + evictable when the batch was allocated (after admissions and load-backs)
+    available: int = 0
 
 
 @dataclass(slots=True)
@@ -200,6 +202,7 @@ class PrefillNode:
         record: bool = True,
         prefix_cache: PrefixSource | None = None,
         outside: dict[int, int] | None = None,
+        hold_until: float = -math.inf,
     ):
         self.cfg, self.policy, self.pool, self.profile = cfg, policy, pool, profile
         if profile.whole_page_free:
@@ -209,8 +212,12 @@ class PrefillNode:
         self.timing = timing
         self.prefix_cache = prefix_cache
         #: round -> tokens taken from the pool by something outside the adder just before
-        #: that round (an observed fact, replayed the same under every policy)
+        #: that round (an observed fact, replayed the same under every policy); a negative
+        #: number is memory that came back (a KV transfer ended) before that round
         self.outside = dict(outside or {})
+        #: no KV transfer ends before this time: until then memory comes back only through
+        #: ``outside``'s returns (what the logs show), never on the transfer clock
+        self.hold_until = hold_until
         self.waiting: list[Request] = list(waiting)
         self.chunked = chunked
         self._inflight: list[tuple[float, int, Inflight]] = []
@@ -243,6 +250,7 @@ class PrefillNode:
         prefix_cache: PrefixSource | None = None,
         outside: dict[int, int] | None = None,
         ops: bool = True,
+        hold_until: float = -math.inf,
     ) -> PrefillNode:
         """The one way to start the model mid-flight (``outside``: round -> tokens taken
         from the pool outside the adder; ``ops``: keep the pool's op log, which ``exec``
@@ -276,6 +284,7 @@ class PrefillNode:
             record=record,
             prefix_cache=prefix_cache,
             outside=outside,
+            hold_until=hold_until,
         )
 
     def _push_inflight(self, item: Inflight) -> None:
@@ -289,7 +298,7 @@ class PrefillNode:
         while self._next_arrival < len(arr) and arr[self._next_arrival].arrival <= self.now:
             self.waiting.append(arr[self._next_arrival])
             self._next_arrival += 1
-        while self._inflight and self._inflight[0][0] <= self.now:
+        while self._inflight and max(self._inflight[0][0], self.hold_until) <= self.now:
             _, _, item = heapq.heappop(self._inflight)
             keys = item.cache_keys or ((f"kv:{item.rid}", self.pool.held.get(item.rid, 0)),)
             self.pool.release(item.rid, keys)
@@ -302,7 +311,7 @@ class PrefillNode:
         if self._next_arrival < len(self._arrivals):
             t = self._arrivals[self._next_arrival].arrival
         if self._inflight:
-            t = min(t, self._inflight[0][0])
+            t = min(t, max(self._inflight[0][0], self.hold_until))
         return t
 
     def inflight_count(self) -> int:
@@ -324,7 +333,7 @@ class PrefillNode:
         if not self._wait_for_work():
             return None
         t_start = self.now
-        adder, pieces, base0, skipped, oom = self.batch()
+        adder, pieces, base0, skipped, oom, _ = self.batch()
         if oom is not None:
             return oom
         decisions = [(s.call, s.rid, s.decision, s.budget_state) for s in adder.steps]
@@ -358,11 +367,13 @@ class PrefillNode:
             # a host hit's load-back found the slots the baseline counted unevictable
             rid = self.waiting[0].rid if self.waiting else self.chunked.rid
             oom = self._out_of_memory(exc, rid, adder.step + 1, base0)
-            return Batch(adder, [], base0, False, oom)
+            return Batch(adder, [], base0, False, oom, oom.available)
         if not adder.pieces:
-            return Batch(adder, [], base0, skipped, None)
+            return Batch(adder, [], base0, skipped, None, pool.baseline())
         pieces = [(r.rid, s, e) for r, s, e in adder.pieces]
-        return Batch(adder, pieces, base0, skipped, self._allocate(pieces, adder.step))
+        available = pool.baseline()
+        oom = self._allocate(pieces, adder.step)
+        return Batch(adder, pieces, base0, skipped, oom, available)
 
     def _wait_for_work(self) -> bool:
         """Let time pass until there is a request to schedule; False when none will come."""
@@ -438,10 +449,32 @@ class PrefillNode:
         if not self.outside:
             return
         tokens = self.outside.pop(self.round, 0)
+        if tokens < 0:
+            self._give_back(-tokens)
+            return
         take = min(self.cfg.floor_page(tokens), self.cfg.floor_page(self.pool.baseline()))
         if take > 0:
             # A load-back-like allocation outside the batch: ``exec`` replays it the same way.
             self.pool.alloc(f"outside@{self.round}", 0, take, op="load_back")
+
+    def _give_back(self, tokens: int) -> None:
+        """Memory the logs show coming back before this round: slots of the KV in transfer,
+        the transfers that were due first giving first (whole pages; never more than is
+        held in transfer)."""
+        pool, left = self.pool, self.cfg.floor_page(tokens)
+        # NOTE: the transfer stays in flight; when it ends it releases what is left
+        for _, _, item in sorted(self._inflight):
+            left -= pool.free_held(item.rid, left)
+            if not left:
+                break
+
+    def prepare(self) -> None:
+        """What happens before this round's adder starts: arrivals join, transfers that are
+        due end, and what was taken or given back outside the adder is applied (so that the
+        pool's baseline is the one the round's adder reads). ``batch`` does the same; calling
+        both applies it once."""
+        self._absorb()
+        self._take_outside()
 
     def _refresh_prefix(self, req: Request) -> None:
         """A waiting request's device prefix may have been evicted (tail first) since it

@@ -314,6 +314,18 @@ class PagePool:
             self.free += held - given
             self._op("free", owner=owner, tokens=held - given)
 
+    def free_held(self, owner: str, tokens: int) -> int:
+        """Free up to ``tokens`` of what ``owner`` holds (part of a KV transfer that the logs
+        show has come back). Returns the slots freed."""
+        held = self.held.get(owner, 0)
+        n = min(held, tokens)
+        if n <= 0:
+            return 0
+        self.held[owner] = held - n
+        self.free += n
+        self._op("free", owner=owner, tokens=n)
+        return n
+
     def check(self) -> None:
         """Invariant: every slot is free, evictable, locked or held, exactly once."""
         locked = sum(n for n, _ in self._locked.values())

@@ -3,6 +3,7 @@ forward from the round where the crashing request was admitted -> verdict."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -15,12 +16,14 @@ from kvforensics.collector import fewer_collections
 from kvforensics.errors import InputError
 from kvforensics.logs import load_catalogue
 from kvforensics.logs.source import check_readable
-from kvforensics.model import PrefillNode, RunResult, Timing
+from kvforensics.model import PrefillNode, RoundRecord, RunResult, Timing
 from kvforensics.model.profiles import FORK, Profile
 from kvforensics.progress import IDLE, current, run_shown
+from kvforensics.replay.anchor import Anchor, Anchoring, anchor_run, anchors, evidence_check, freed_against
 from kvforensics.replay.arrivals import Shown
 from kvforensics.replay.checks import default_jobs, start
 from kvforensics.replay.fidelity import Fidelity
+from kvforensics.replay.holds import HoldsFor, holds_for, tried_seconds
 from kvforensics.replay.passes import WINDOW, RoundPass, Timed
 from kvforensics.replay.profile_choice import ProfileChoice, choose_profile
 from kvforensics.replay.state import arrivals_after, chunk_slots, node_at, shared_slots
@@ -34,6 +37,7 @@ from kvforensics.rounds.records import Contradiction
 from kvforensics.rounds.stream import LogStream, Narrow, narrow_rounds
 
 EXIT_OK, EXIT_INPUT, EXIT_MISMATCH, EXIT_NOT_REPRODUCED = 0, 2, 3, 4
+_LOWER = "no transfer ended before the crash (lower bound)"
 #: a counterfactual that never drains its queue is cut off here
 MAX_ROUNDS = 10_000
 
@@ -77,6 +81,15 @@ class ReplayResult:
     whole_log: object | None = None
     #: the model profile the policies ran under, and why that one
     profile: ProfileChoice | None = None
+    #: round -> slots taken (> 0) or given back (< 0) outside the adder before that round,
+    #: replayed under every policy: observed falls, and what the anchoring found
+    exogenous: dict[int, int] = field(default_factory=dict)
+    #: the events the observations from the start round to the out-of-memory require
+    anchoring: Anchoring | None = None
+    #: no KV transfer ends on the clock before this time of the forward runs
+    hold_until: float = -math.inf
+    #: each policy's answer over the transfer times and placements the log allows
+    holds: dict[str, HoldsFor] = field(default_factory=dict)
 
     def cause(self, cid: str) -> Cause | None:
         return next((c for c in self.causes if c.id == cid), None)
@@ -113,6 +126,8 @@ class ReplayResult:
             }
             if base is not None and name != "prefix":
                 entry["delays"] = first_token_delays(base, res)
+            if name in self.holds:
+                entry["holds_for"] = self.holds[name].as_dict()
             policies[name] = entry
         return {
             "log": self.summary.to_dict() if hasattr(self.summary, "to_dict") else None,
@@ -128,6 +143,10 @@ class ReplayResult:
             "contradictions": [c.as_dict() for c in self.rebuild.contradictions],
             "assumptions": self.assumptions,
             "profile": self.profile.as_dict() if self.profile else None,
+            "anchoring": {
+                "events": [x.as_dict() for x in self.anchoring.shifts],
+                "unmet": [u.sentence() for u in self.anchoring.unmet],
+            } if self.anchoring else None,
         }
 
     def _root_cause(self) -> dict | None:
@@ -302,7 +321,7 @@ def _run_policies(
     )
     rr.transfer = TransferEstimate(timing.transfer_latency_s, how, readings)
 
-    outside = {d.before_round: d.tokens for d in rr.drops if d.before_round > start.index}
+    outside = _given(rr)
     if outside:
         rr.assumptions.append(
             "outside allocations replayed under every policy: "
@@ -314,7 +333,8 @@ def _run_policies(
     stuck = _unevictable(rb, start, rr.assumptions)
     swa = _swa_pool(rb, start, rr.assumptions)
 
-    def build(policy: str, seconds: float | None = None):
+    def build(policy: str, seconds: float | None = None, *, events: dict[int, int] | None = None,
+              hold: float | None = None, record: bool = True):  # fmt: skip
         t, inf = timing, inflight
         arrivals = arrivals_after(shown, start, timing.round_overhead_s)
         if seconds is not None:  # same transfers, each ending ``shift`` later
@@ -322,10 +342,14 @@ def _run_policies(
             t = replace(timing, transfer_latency_s=seconds)
             inf = [(rid, n, at + shift) for rid, n, at in inflight]
         return node_at(
-            rb, start, policy, arrivals=arrivals, inflight=inf, timing=t, outside=outside,
-            unevictable=stuck, swa_pool_size=swa, profile=profile,
+            rb, start, policy, arrivals=arrivals, inflight=inf, timing=t,
+            outside=rr.exogenous if events is None else events, unevictable=stuck,
+            swa_pool_size=swa, profile=profile, ops=record, record=record,
+            hold_until=rr.hold_until if hold is None else hold,
         )  # fmt: skip
 
+    rr.exogenous = outside
+    _anchor(rr, start, build, timing)
     rr.build_node = build
     for policy in dict.fromkeys(["prefix", *policies]):
         rr.results[policy] = run_shown(build(policy), f"policy {policy}", MAX_ROUNDS)
@@ -335,6 +359,76 @@ def _run_policies(
         rr.reproduced = bool(got) and (got.round, got.rid, got.tokens, got.available) == (
             o.round, o.rid, o.tokens, o.available,
         )  # fmt: skip
+        _sensitivity(rr, build, timing, readings)
+
+
+def _anchor(rr: ReplayResult, start: Round, build, timing: Timing) -> None:
+    """Hold ``prefix`` to every observation from the start round to the out-of-memory:
+    the exogenous events they require join the events every policy replays, and no
+    transfer ends on the clock inside that window (``anchor``'s note)."""
+    rb = rr.rebuild
+    marks = anchors(rb, start)
+    if not marks:
+        return
+    per_round = timing.round_overhead_s
+    hold = (marks[-1].round + 1 - start.index) * per_round
+    node = build("prefix", events=rr.exogenous, hold=hold, record=False)
+    found = anchor_run(node, marks, evidence_check(rb), start=start.index, page=rb.cfg.page_size)
+    rr.anchoring, rr.hold_until = found, hold
+    rr.exogenous = found.schedule(rr.exogenous)
+    rr.assumptions.append(
+        f"rounds {start.index}..{marks[-1].round} are held to the {len(marks)} observation(s) "
+        "in them (logged baselines, the out-of-memory line): no KV transfer ends there "
+        "unless one shows it"
+    )
+    rr.assumptions.extend(f"observed: {s.sentence()}" for s in found.shifts)
+    rr.assumptions.extend(f"not met: {u.sentence()}" for u in found.unmet)
+    _assumption_against_evidence(rr, build, marks[-1], start)
+
+
+def _assumption_against_evidence(rr: ReplayResult, build, mark: Anchor, start: Round) -> None:
+    """Say so where the transfer time the replay runs with would free memory inside the
+    anchored window that the observations show was not there."""
+    node = build("prefix", hold=-math.inf, record=False)
+    if not isinstance(node.step(), RoundRecord):
+        return
+    freed = freed_against(node, mark)
+    if freed > 0 and rr.transfer is not None:
+        rr.assumptions.append(
+            f"contradicted by the evidence: KV transfers of {rr.transfer.seconds:.2f} s "
+            f"({rr.transfer.how}) would free {freed} slots by round {mark.round}, where the "
+            f"logs show {mark.value} {'available' if mark.kind == 'oom' else 'as its baseline'} "
+            f"({mark.where}); inside rounds {start.index}..{mark.round} the "
+            "observations decide, the transfer time only after them"
+        )
+
+
+def _sensitivity(rr: ReplayResult, build, timing: Timing, readings: dict[str, float]) -> None:
+    """Every policy over the transfer times the log allows and the placements of the
+    events found between silent rounds (``holds``)."""
+    lower = readings.get(_LOWER)
+    chosen = rr.transfer.seconds if rr.transfer else timing.transfer_latency_s
+    seconds = tried_seconds(chosen, readings, lower)
+    found = rr.anchoring
+    picks = [0] if found is None or found.variants() == 1 else [0, -1]
+    base = rr.exogenous if found is None else None
+
+    def run(policy: str):
+        def one(sec: float, pick: int) -> bool:
+            events = base if base is not None else found.schedule(_given(rr), pick)
+            node = build(policy, sec, events=events, record=False)
+            return node.run(MAX_ROUNDS).oom is not None
+
+        return one
+
+    allowed = (lower if lower is not None else min(seconds), None)
+    for policy in rr.results:
+        rr.holds[policy] = holds_for(policy, run(policy), seconds, picks, allowed)
+
+
+def _given(rr: ReplayResult) -> dict[int, int]:
+    """The events before anchoring: the observed falls of the baseline."""
+    return {d.before_round: d.tokens for d in rr.drops if d.before_round > (rr.start_round or 0)}
 
 
 def _note_arrivals(shown: list[Shown], start: Round, per_round: float, notes: list[str]) -> None:
@@ -445,6 +539,9 @@ def _transfer_model(
             )
         )
     how = "given" if seconds is not None else "inferred"
+    bound = _no_transfer_bound(rb, later, span, per_round)
+    if bound is not None:
+        readings[_LOWER] = bound
     if seconds is not None:
         notes.append(f"KV transfers take {seconds:.2f} s (given: --transfer-seconds)")
     else:
@@ -457,13 +554,8 @@ def _transfer_seconds(rb, start, later: Timed, span, per_round, est, notes, read
     """When the logged OOM's availability is what the rounds since the start leave with no
     transfer ending, none ended: the transfer time is at least that span."""
     last = later.last
-    bound = None
-    if rb.oom and last is not None and last.baseline is not None and (
-        rb.oom.available == last.baseline.value
-    ):
-        bound = span + per_round
+    bound = _no_transfer_bound(rb, later, span, per_round)
     if bound is not None:
-        readings["no transfer ended before the crash (lower bound)"] = bound
         seconds = max(bound, est[1][1]) if est else bound
         notes.append(
             f"KV transfers take {seconds:.2f} s (inferred: the out-of-memory line's "
@@ -485,6 +577,17 @@ def _transfer_seconds(rb, start, later: Timed, span, per_round, est, notes, read
         "override with --transfer-seconds)"
     )
     return seconds, "assumed"
+
+
+def _no_transfer_bound(rb, later: Timed, span: float, per_round: float) -> float | None:
+    """The transfer time's lower bound when the logged out-of-memory's availability is what
+    the rounds since the start leave with no transfer ending (None otherwise)."""
+    last = later.last
+    if rb.oom and last is not None and last.baseline is not None and (
+        rb.oom.available == last.baseline.value
+    ):
+        return span + per_round
+    return None
 
 
 def _inflight(

@@ -96,11 +96,14 @@ def node_at(
     swa_pool_size: int | None = None,
     profile: Profile = FORK,
     ops: bool = True,
+    record: bool = True,
+    hold_until: float = float("-inf"),
 ) -> PrefillNode:
     """A node at the start of ``rnd``: its baseline, its chunked request, its queue, the
     requests that join it later (``arrivals``) (``swa_pool_size``: an SWA pool the logs
     show, not in the startup lines; ``ops``: keep the pool's op log, which only a run that
-    ``exec`` may replay needs)."""
+    ``exec`` may replay needs; ``record``: keep the ledger; ``hold_until``: no KV transfer
+    ends on the clock before this time)."""
     cfg: Config = rb.cfg
     if swa_pool_size is not None:
         cfg = cfg.with_(swa_pool_size=swa_pool_size)
@@ -133,7 +136,7 @@ def node_at(
     )
     return PrefillNode.from_state(
         cfg, get_policy(policy), state, arrivals=arrivals, timing=timing or _UNTIMED,
-        outside=outside, profile=profile, ops=ops,
+        outside=outside, profile=profile, ops=ops, record=record, hold_until=hold_until,
     )  # fmt: skip
 
 

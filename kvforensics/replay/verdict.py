@@ -6,6 +6,7 @@ from kvforensics.causes import IDS, Cause, in_order
 from kvforensics.causes.tail import root_cause
 from kvforensics.causes.tail import story as tail_story
 from kvforensics.model import RunResult
+from kvforensics.replay.holds import HoldsFor
 
 __all__ = ["first_token_delays", "root_cause", "verdict_text"]
 
@@ -34,10 +35,15 @@ def first_token_delays(base: RunResult, other: RunResult) -> list[dict]:
 
 
 def verdict_text(
-    rc: dict | None, observed: dict | None, results: dict, causes: list[Cause] | None = None
+    rc: dict | None,
+    observed: dict | None,
+    results: dict,
+    causes: list[Cause] | None = None,
+    holds: dict[str, HoldsFor] | None = None,
 ) -> list[str]:
     """The verdict in words: the held causes' stories in order of events, then each
-    policy's outcome. Without ``causes`` only the ``unreserved_tail`` story (``rc``) is told."""
+    policy's outcome, and how far it holds over the unobserved (``holds``). Without
+    ``causes`` only the ``unreserved_tail`` story (``rc``) is told."""
     if not observed and rc is None:
         return ["No out of memory in these logs."]
     if causes is None:
@@ -63,13 +69,15 @@ def verdict_text(
     for name, res in results.items():
         if name == "prefix":
             continue
+        h = (holds or {}).get(name)
         lines.append(
             f"Under {name}: "
             + (
-                "no out of memory."
+                "no out of memory"
                 if res.oom is None
-                else f"out of memory in round {res.oom.round} ({res.oom.rid}, {res.oom.tokens} tokens)."
+                else f"out of memory in round {res.oom.round} ({res.oom.rid}, {res.oom.tokens} tokens)"
             )
+            + (f"; {h.sentence()}." if h is not None else ".")
         )
     return lines
 

@@ -263,7 +263,7 @@ def story(rr: ReplayResult, rc: dict | None) -> list[str]:
     if rc is None or (tail is not None and not tail.held):
         from kvforensics.replay import verdict_text
 
-        lines = verdict_text(rc, rr.observed_oom, rr.results, rr.causes)
+        lines = verdict_text(rc, rr.observed_oom, rr.results, rr.causes, rr.holds)
         return ["## What happened", "", *lines, ""]
     return [
         "## What happened",

@@ -1,0 +1,296 @@
+"""Hold the ``prefix`` forward run to every observed number between its start and the
+out-of-memory.
+
+A forward run starts from the evidence of one round and then follows the model's rules.
+The model does not know what happens outside the adder: KV transfers that end, memory
+taken by something else. The logs do show its effect, in each logged round's baseline and
+in the out-of-memory line's availability. Where the model's pool differs from such an
+observation, the difference is an exogenous event: memory taken (outside allocation) or
+given back (a transfer ended) between the two observations that bound it. Each one is
+sized so that the run meets the observation, placed in every round where the run still
+meets the evidence between (the pieces that AttentionStore writes and batch lines pin
+down), and then replayed as a fact under every policy.
+
+NOTE: within the anchored window no transfer ends on the model's clock (the node's
+``hold_until``): memory comes back only where an observation shows it. That is what makes
+the window's events independent of any assumed transfer time.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+from kvforensics.model import OutOfMemory, PrefillNode, RoundRecord
+from kvforensics.rounds import Rebuild, Round
+from kvforensics.rounds.provenance import DERIVED, OBSERVED
+
+#: placements tried for one event: every round between its two observations up to this
+#: many, else this many spread evenly (the work per event stays bounded on any window)
+MAX_PLACEMENTS = 24
+#: size refinements per placement: a size changes the pieces, the pieces the size
+MAX_FITS = 6
+
+
+@dataclass(frozen=True, slots=True)
+class Anchor:
+    """An observed number the ``prefix`` run must meet: a round's baseline when its adder
+    started (``baseline``), or the availability in the out-of-memory line (``oom``)."""
+
+    round: int
+    kind: str  # baseline | oom
+    value: int
+    where: str
+    #: for ``oom``: the tokens the line asked for, and the request it is pinned on
+    tokens: int | None = None
+    rid: str | None = None
+
+    def says(self) -> str:
+        if self.kind == "oom":
+            return f"the out-of-memory line's {self.value} available in round {self.round}"
+        return f"round {self.round}'s logged baseline {self.value}"
+
+
+@dataclass(frozen=True, slots=True)
+class Shift:
+    """Memory taken (``tokens`` > 0) or given back (< 0) outside the adder before
+    ``round``, found between the observations of rounds ``after`` and ``anchor.round``.
+    ``placements``: every (round, tokens) that meets all the evidence, latest first."""
+
+    round: int
+    tokens: int
+    after: int
+    anchor: Anchor
+    placements: tuple[tuple[int, int], ...]
+
+    @property
+    def rounds(self) -> tuple[int, int]:
+        """The earliest and latest round it may have happened before."""
+        rs = [r for r, _ in self.placements]
+        return min(rs), max(rs)
+
+    def sentence(self) -> str:
+        lo, hi = self.rounds
+        where = f"before round {lo}" if lo == hi else f"before one of rounds {lo}..{hi}"
+        sizes = sorted({t for _, t in self.placements})
+        size = f"{abs(sizes[0])}" if len(sizes) == 1 else f"{abs(sizes[0])}-{abs(sizes[-1])}"
+        what = "taken outside the adder" if self.tokens > 0 else "given back (a KV transfer ended)"
+        return (
+            f"{size} slots {what} {where} (derived: {self.anchor.says()} ({self.anchor.where}) "
+            f"against what the rounds since round {self.after} leave)"
+        )
+
+    def as_dict(self) -> dict:
+        return {
+            "round": self.round,
+            "tokens": self.tokens,
+            "after_round": self.after,
+            "observation": self.anchor.where,
+            "placements": [list(p) for p in self.placements],
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Unmet:
+    """An observation the ``prefix`` run cannot meet with one event before it, and why."""
+
+    anchor: Anchor
+    why: str
+
+    def sentence(self) -> str:
+        return f"{self.anchor.says()} ({self.anchor.where}) cannot be met: {self.why}"
+
+
+@dataclass(frozen=True, slots=True)
+class Anchoring:
+    """The exogenous events the observations require, and what could not be met."""
+
+    shifts: tuple[Shift, ...]
+    unmet: tuple[Unmet, ...]
+    #: the last round an observation holds the run to (transfers end on the clock after it)
+    last_round: int
+
+    def schedule(self, base: dict[int, int], pick: int = 0) -> dict[int, int]:
+        """``base`` plus every shift at its ``pick``-th placement (0: the latest; -1: the
+        earliest; a shift with fewer placements takes its last)."""
+        out = dict(base)
+        for s in self.shifts:
+            r, t = s.placements[min(pick, len(s.placements) - 1) if pick >= 0 else pick]
+            out[r] = out.get(r, 0) + t
+        return out
+
+    def variants(self) -> int:
+        """How many placements the most uncertain shift has."""
+        return max((len(s.placements) for s in self.shifts), default=1)
+
+
+def anchors(rb: Rebuild, start: Round) -> list[Anchor]:
+    """The observations after ``start`` up to the out-of-memory, in order: each logged
+    round's baseline, then the out-of-memory line's availability."""
+    o = rb.oom
+    if o is None or o.round is None or o.available is None:
+        return []
+    out = []
+    for rnd in rb.rounds:
+        if start.index < rnd.index <= o.round and rnd.observed and rnd.baseline is not None:
+            b = rnd.baseline
+            if b.provenance == OBSERVED and b.value is not None:
+                out.append(Anchor(rnd.index, "baseline", b.value, ", ".join(b.evidence)))
+    out.append(Anchor(o.round, "oom", o.available, o.where or "", o.tokens, o.rid))
+    return out
+
+
+def evidence_check(rb: Rebuild) -> Callable[[int, list[tuple[str, int, int]]], str | None]:
+    """A check of one round's pieces (the model's) against what the logs pin down of that
+    round: pieces observed or derived, a piece end an AttentionStore write bounds, and the
+    batch line's ``#new-token``. Returns why they disagree, or None."""
+    by_index = {r.index: r for r in rb.rounds}
+
+    def check(index: int, pieces: list[tuple[str, int, int]]) -> str | None:
+        rnd = by_index.get(index)
+        if rnd is None:
+            return None
+        got = {rid: (s, e) for rid, s, e in pieces}
+        for p in rnd.pieces:
+            m = got.get(p.rid)
+            if p.provenance in (OBSERVED, DERIVED) and m != (p.start, p.end):
+                return f"round {index}: {p.rid}'s piece is [{p.start}, {p.end}) in the logs, {m} in the run"
+            if p.interval_end and (m is None or not p.interval_end[0] <= m[1] <= p.interval_end[1]):
+                lo, hi = p.interval_end
+                return f"round {index}: {p.rid}'s piece ends in [{lo}, {hi}] (AttentionStore), {m} in the run"
+        new = (rnd.batch or {}).get("new_token")
+        if new is not None and new != sum(e - s for _, s, e in pieces):
+            return f"round {index}: #new-token {new} in the batch line, {sum(e - s for _, s, e in pieces)} in the run"
+        return None
+
+    return check
+
+
+@dataclass(slots=True)
+class _Probe:
+    node: PrefillNode | None
+    value: int | None
+    why: str | None
+    oom: OutOfMemory | None = None
+
+
+def _probe(base: PrefillNode, extra: dict[int, int], anchor: Anchor, check) -> _Probe:
+    """Run a copy of ``base`` with ``extra`` events to ``anchor`` and read what it
+    observes there."""
+    node = copy.deepcopy(base)
+    for r, t in extra.items():
+        node.outside[r] = node.outside.get(r, 0) + t
+    while node.round < anchor.round:
+        out = node.step()
+        if out is None:
+            return _Probe(None, None, f"the run has nothing left to do by round {node.round}")
+        if isinstance(out, OutOfMemory):
+            return _Probe(None, None, f"the run runs out of memory in round {out.round} first "
+                          f"({out.tokens} tokens, {out.available} available)", out)  # fmt: skip
+        bad = check(out.round, out.pieces)
+        if bad:
+            return _Probe(None, None, bad)
+    node.prepare()
+    if anchor.kind == "baseline":
+        return _Probe(node, node.pool.baseline(), None)
+    batch = node.batch()
+    o = batch.oom
+    if o is None:
+        return _Probe(node, batch.available, "the run allocates the round without running out")
+    if (o.tokens, o.rid) != (anchor.tokens, anchor.rid):
+        return _Probe(node, o.available, f"the run runs out on {o.rid} asking {o.tokens} tokens", o)
+    return _Probe(node, o.available, None, o)
+
+
+def _placements(after: int, upto: int) -> list[int]:
+    """Rounds an event between the observations of ``after`` and ``upto`` may precede,
+    latest first, at most ``MAX_PLACEMENTS``."""
+    rounds = list(range(upto, after, -1))
+    if len(rounds) <= MAX_PLACEMENTS:
+        return rounds
+    step = (len(rounds) - 1) / (MAX_PLACEMENTS - 1)
+    return sorted({rounds[round(i * step)] for i in range(MAX_PLACEMENTS)}, reverse=True)
+
+
+def _fit(base, at: int, guess: int, anchor: Anchor, check, page: int) -> tuple[int, _Probe] | None:
+    """The size of one event before round ``at`` that makes the run meet ``anchor``, or
+    None. Each try re-runs; the residual corrects the size (the pieces move with it)."""
+    tokens = guess
+    for _ in range(MAX_FITS):
+        p = _probe(base, {at: tokens}, anchor, check)
+        if p.value == anchor.value and p.why is None:
+            return tokens, p
+        if p.value is not None:
+            step = p.value - anchor.value
+        elif p.oom is not None:  # ran out before the anchor: more memory was there
+            step = -page * -(-(p.oom.tokens - p.oom.available) // page)
+        else:
+            return None
+        if step == 0:
+            return None
+        tokens += step
+    return None
+
+
+def anchor_run(
+    node: PrefillNode, marks: list[Anchor], check, *, start: int, page: int
+) -> Anchoring:
+    """Run ``node`` (``prefix``, at the start of round ``start``) through every anchor,
+    finding the events each one needs. ``node`` is consumed."""
+    shifts: list[Shift] = []
+    unmet: list[Unmet] = []
+    after = start
+    # the start round itself is the evidence the node was built from
+    out = node.step() if marks else None
+    if marks and not isinstance(out, RoundRecord):
+        return Anchoring((), tuple(Unmet(m, "the start round does not run") for m in marks), start)
+    for i, mark in enumerate(marks):
+        if node is None:  # the run ended at an earlier anchor: the rest cannot be reached
+            unmet.extend(Unmet(m, f"the run stops in round {after}") for m in marks[i:])
+            break
+        base = node
+        p = _probe(base, {}, mark, check)
+        if p.why is None and p.value == mark.value:
+            node = _advance(p.node, mark)
+            after = mark.round
+            continue
+        guess = (p.value - mark.value) if p.value is not None else 0
+        if p.value is None and p.oom is not None:
+            guess = -page * -(-(p.oom.tokens - p.oom.available) // page)
+        found = list(_consistent(base, after, mark, guess, check, page))
+        if not found:
+            unmet.append(Unmet(mark, p.why or f"the run has {p.value} there, and no single event "
+                               f"after round {after} makes every observation hold"))  # fmt: skip
+            node = _advance(p.node, mark)
+            after = mark.round
+            continue
+        (r, t, probe), *_ = found
+        shifts.append(Shift(r, t, after, mark, tuple((fr, ft) for fr, ft, _ in found)))
+        node = _advance(probe.node, mark)
+        after = mark.round
+    return Anchoring(tuple(shifts), tuple(unmet), after)
+
+
+def _consistent(base, after: int, mark: Anchor, guess: int, check, page: int) -> Iterator:
+    for at in _placements(after, mark.round):
+        got = _fit(base, at, guess, mark, check, page)
+        if got is not None:
+            yield at, got[0], got[1]
+
+
+def _advance(node: PrefillNode | None, mark: Anchor) -> PrefillNode | None:
+    """The node past an anchored round (a baseline's round runs; an out-of-memory ends)."""
+    if node is None or mark.kind == "oom":
+        return None
+    out = node.step()
+    return None if out is None or isinstance(out, OutOfMemory) else node
+
+
+def freed_against(node: PrefillNode, mark: Anchor) -> int:
+    """How much more memory ``node`` (past its start round, its transfers on the clock)
+    has at ``mark`` than the observation: what an assumed transfer time frees there that
+    the logs show was not free (0 when it frees nothing more, or the run does not get
+    there)."""
+    p = _probe(node, {}, mark, lambda _i, _p: None)
+    return max(0, p.value - mark.value) if p.value is not None else 0

@@ -1,0 +1,96 @@
+"""How far each policy's answer holds over what the logs leave unknown.
+
+A forward run past the last observation needs two things the logs do not pin down: how
+long a KV transfer takes, and, where an event was found between two silent rounds, which
+of them it preceded. A policy's answer is run over every transfer time tried (from the
+log's lower bound up) and every placement the evidence allows; it is stated as holding
+only where every case agrees, and otherwise with the range where it does."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+#: multiples of the longest transfer time the log suggests, tried beyond it
+BEYOND = (2.0, 4.0)
+
+
+@dataclass(frozen=True, slots=True)
+class Case:
+    seconds: float
+    #: which placement of the found events (0: the latest; -1: the earliest)
+    pick: int
+    oom: bool
+
+
+@dataclass(frozen=True, slots=True)
+class HoldsFor:
+    """One policy's answer over the unknowns: ``answer`` is ``out of memory``, ``no out
+    of memory`` or ``depends``."""
+
+    policy: str
+    answer: str
+    cases: tuple[Case, ...]
+    #: the transfer times the log allows, as far as it bounds them (lower, upper or None)
+    allowed: tuple[float, float | None]
+
+    def sentence(self) -> str:
+        tried = sorted({c.seconds for c in self.cases})
+        span = f"{tried[0]:.2f}-{tried[-1]:.2f} s" if len(tried) > 1 else f"{tried[0]:.2f} s"
+        places = len({c.pick for c in self.cases}) > 1
+        every = f"every transfer time tried ({span})" + (
+            " and every placement of the events the evidence allows" if places else ""
+        )
+        if self.answer == "no out of memory":
+            return f"avoids it for {every}"
+        if self.answer == "out of memory":
+            return f"runs out of memory for {every}"
+        return "depends on the unobserved: " + self._where()
+
+    def _where(self) -> str:
+        """Where the answer changes: a transfer-time threshold, else the placement."""
+        by_s: dict[float, set[bool]] = {}
+        for c in self.cases:
+            by_s.setdefault(c.seconds, set()).add(c.oom)
+        if all(len(v) == 1 for v in by_s.values()):
+            ok = sorted(s for s, v in by_s.items() if v == {False})
+            bad = sorted(s for s, v in by_s.items() if v == {True})
+            if ok and bad and min(ok) > max(bad):
+                return f"avoids it only if transfers take at least {min(ok):.2f} s (runs out at {max(bad):.2f} s)"
+            if ok and bad and max(ok) < min(bad):
+                return f"avoids it only if transfers take at most {max(ok):.2f} s (runs out at {min(bad):.2f} s)"
+            return "avoids it at " + ", ".join(f"{s:.2f}" for s in ok) + " s of transfer time, not at " + ", ".join(f"{s:.2f}" for s in bad) + " s"
+        return "avoids it or not depending on when the events between silent rounds happened"
+
+    def as_dict(self) -> dict:
+        return {
+            "answer": self.answer,
+            "says": self.sentence(),
+            "transfer_seconds_allowed": list(self.allowed),
+            "cases": [{"transfer_seconds": c.seconds, "placement": c.pick, "oom": c.oom} for c in self.cases],
+        }
+
+
+def tried_seconds(chosen: float, readings: dict[str, float], lower: float | None) -> list[float]:
+    """Transfer times to try: the log's lower bound (else the shortest reading), the one
+    chosen, the longest reading, and multiples of it (the log bounds them from above only
+    by what its traffic showed)."""
+    lo = lower if lower is not None else min([chosen, *readings.values()])
+    hi = max([chosen, lo, *readings.values()])
+    got = {round(max(lo, 0.01), 2), round(chosen, 2), round(hi, 2)}
+    got.update(round(hi * k, 2) for k in BEYOND)
+    return sorted(s for s in got if lower is None or s >= round(lower, 2))
+
+
+def holds_for(
+    policy: str,
+    run: Callable[[float, int], bool],
+    seconds: list[float],
+    picks: list[int],
+    allowed: tuple[float, float | None],
+) -> HoldsFor:
+    """``run(seconds, pick)`` is True when the policy runs out of memory in that case."""
+    cases = tuple(Case(s, p, run(s, p)) for s in seconds for p in picks)
+    ooms = {c.oom for c in cases}
+    answer = "depends" if len(ooms) > 1 else ("out of memory" if True in ooms else "no out of memory")
+    return HoldsFor(policy, answer, cases, allowed)
