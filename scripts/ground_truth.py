@@ -85,7 +85,10 @@ def _same(a: dict | None, b: dict | None) -> bool:
 def _depends(pol: dict) -> object | None:
     """What the replay says an answer depends on, if its JSON says (``holds_for`` or a
     key like it); None when the answer is not so marked."""
-    for key in ("holds_for", "depends_on", "unobserved"):
+    h = pol.get("holds_for")
+    if isinstance(h, dict):
+        return h if h.get("answer") == "depends" else None
+    for key in ("depends_on", "unobserved"):
         v = pol.get(key)
         if v not in (None, "all", [], {}, True):
             return v

@@ -21,6 +21,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from kvforensics.model import OutOfMemory, PrefillNode, RoundRecord
 from kvforensics.rounds import Rebuild, Round
@@ -39,7 +40,7 @@ class Anchor:
     started (``baseline``), or the availability in the out-of-memory line (``oom``)."""
 
     round: int
-    kind: str  # baseline | oom
+    kind: str  # baseline | oom | piece (a round's pieces: ``where`` says how they missed)
     value: int
     where: str
     #: for ``oom``: the tokens the line asked for, and the request it is pinned on
@@ -47,6 +48,8 @@ class Anchor:
     rid: str | None = None
 
     def says(self) -> str:
+        if self.kind == "piece":
+            return f"round {self.round}'s pieces as the logs bound them"
         if self.kind == "oom":
             return f"the out-of-memory line's {self.value} available in round {self.round}"
         return f"round {self.round}'s logged baseline {self.value}"
@@ -141,13 +144,21 @@ def anchors(rb: Rebuild, start: Round) -> list[Anchor]:
     return out
 
 
-def evidence_check(rb: Rebuild) -> Callable[[int, list[tuple[str, int, int]]], str | None]:
+class Miss(NamedTuple):
+    """A round whose pieces in the run disagree with the logs: why, and how many slots
+    more memory (< 0: fewer) the run would have needed to agree (0: cannot tell)."""
+
+    why: str
+    need: int
+
+
+def evidence_check(rb: Rebuild) -> Callable[[int, list[tuple[str, int, int]]], Miss | None]:
     """A check of one round's pieces (the model's) against what the logs pin down of that
     round: pieces observed or derived, a piece end an AttentionStore write bounds, and the
-    batch line's ``#new-token``. Returns why they disagree, or None."""
+    batch line's ``#new-token``."""
     by_index = {r.index: r for r in rb.rounds}
 
-    def check(index: int, pieces: list[tuple[str, int, int]]) -> str | None:
+    def check(index: int, pieces: list[tuple[str, int, int]]) -> Miss | None:
         rnd = by_index.get(index)
         if rnd is None:
             return None
@@ -155,16 +166,31 @@ def evidence_check(rb: Rebuild) -> Callable[[int, list[tuple[str, int, int]]], s
         for p in rnd.pieces:
             m = got.get(p.rid)
             if p.provenance in (OBSERVED, DERIVED) and m != (p.start, p.end):
-                return f"round {index}: {p.rid}'s piece is [{p.start}, {p.end}) in the logs, {m} in the run"
+                return Miss(f"round {index}: {p.rid}'s piece is [{p.start}, {p.end}) in the "
+                            f"logs, {_piece(m)} in the run", _short(m, p.end, p.end))  # fmt: skip
             if p.interval_end and (m is None or not p.interval_end[0] <= m[1] <= p.interval_end[1]):
                 lo, hi = p.interval_end
-                return f"round {index}: {p.rid}'s piece ends in [{lo}, {hi}] (AttentionStore), {m} in the run"
+                return Miss(f"round {index}: {p.rid}'s piece ends in [{lo}, {hi}] "
+                            f"(AttentionStore), {_piece(m)} in the run", _short(m, lo, hi))  # fmt: skip
         new = (rnd.batch or {}).get("new_token")
-        if new is not None and new != sum(e - s for _, s, e in pieces):
-            return f"round {index}: #new-token {new} in the batch line, {sum(e - s for _, s, e in pieces)} in the run"
+        ran = sum(e - s for _, s, e in pieces)
+        if new is not None and new != ran:
+            return Miss(f"round {index}: #new-token {new} in the batch line, {ran} in the run",
+                        new - ran)  # fmt: skip
         return None
 
     return check
+
+
+def _piece(m: tuple[int, int] | None) -> str:
+    return "none" if m is None else f"[{m[0]}, {m[1]})"
+
+
+def _short(m: tuple[int, int] | None, lo: int, hi: int) -> int:
+    """Slots the run's piece end is short of [lo, hi] (< 0: past it; 0: no piece)."""
+    if m is None:
+        return 0
+    return lo - m[1] if m[1] < lo else hi - m[1] if m[1] > hi else 0
 
 
 @dataclass(slots=True)
@@ -173,6 +199,10 @@ class _Probe:
     value: int | None
     why: str | None
     oom: OutOfMemory | None = None
+    #: slots more memory an earlier round needed to meet the evidence (``Miss.need``)
+    need: int = 0
+    #: the round whose pieces missed the evidence
+    at: int | None = None
 
 
 def _probe(base: PrefillNode, extra: dict[int, int], anchor: Anchor, check) -> _Probe:
@@ -181,16 +211,19 @@ def _probe(base: PrefillNode, extra: dict[int, int], anchor: Anchor, check) -> _
     node = copy.deepcopy(base)
     for r, t in extra.items():
         node.outside[r] = node.outside.get(r, 0) + t
-    while node.round < anchor.round:
+    last = anchor.round + (anchor.kind == "piece")  # a piece mark is read after its round
+    while node.round < last:
         out = node.step()
         if out is None:
             return _Probe(None, None, f"the run has nothing left to do by round {node.round}")
         if isinstance(out, OutOfMemory):
             return _Probe(None, None, f"the run runs out of memory in round {out.round} first "
                           f"({out.tokens} tokens, {out.available} available)", out)  # fmt: skip
-        bad = check(out.round, out.pieces)
-        if bad:
-            return _Probe(None, None, bad)
+        miss = check(out.round, out.pieces)
+        if miss is not None:
+            return _Probe(None, None, miss.why, need=miss.need, at=out.round)
+    if anchor.kind == "piece":
+        return _Probe(node, anchor.value, None)
     node.prepare()
     if anchor.kind == "baseline":
         return _Probe(node, node.pool.baseline(), None)
@@ -201,6 +234,21 @@ def _probe(base: PrefillNode, extra: dict[int, int], anchor: Anchor, check) -> _
     if (o.tokens, o.rid) != (anchor.tokens, anchor.rid):
         return _Probe(node, o.available, f"the run runs out on {o.rid} asking {o.tokens} tokens", o)
     return _Probe(node, o.available, None, o)
+
+
+def _step(p: _Probe, anchor: Anchor, page: int) -> int | None:
+    """The next correction of an event's size (> 0: more taken) from what a try missed."""
+    if p.value is not None:
+        return p.value - anchor.value
+    if p.oom is not None:  # ran out before the anchor: more memory was there
+        return -_ceil(p.oom.tokens - p.oom.available, page)
+    if p.need:  # a piece more memory would have made longer (or less, shorter)
+        return -_ceil(p.need, page) if p.need > 0 else _ceil(-p.need, page)
+    return None
+
+
+def _ceil(n: int, page: int) -> int:
+    return -(-n // page) * page
 
 
 def _placements(after: int, upto: int) -> list[int]:
@@ -221,11 +269,8 @@ def _fit(base, at: int, guess: int, anchor: Anchor, check, page: int) -> tuple[i
         p = _probe(base, {at: tokens}, anchor, check)
         if p.value == anchor.value and p.why is None:
             return tokens, p
-        if p.value is not None:
-            step = p.value - anchor.value
-        elif p.oom is not None:  # ran out before the anchor: more memory was there
-            step = -page * -(-(p.oom.tokens - p.oom.available) // page)
-        else:
+        step = _step(p, anchor, page)
+        if step is None:
             return None
         if step == 0:
             return None
@@ -237,7 +282,9 @@ def anchor_run(
     node: PrefillNode, marks: list[Anchor], check, *, start: int, page: int
 ) -> Anchoring:
     """Run ``node`` (``prefix``, at the start of round ``start``) through every anchor,
-    finding the events each one needs. ``node`` is consumed."""
+    finding the events each one needs. A round whose pieces miss the evidence before an
+    anchor becomes an anchor of its own (each moves ``after`` on: the walk is bounded by
+    the window's rounds). ``node`` is consumed."""
     shifts: list[Shift] = []
     unmet: list[Unmet] = []
     after = start
@@ -245,44 +292,49 @@ def anchor_run(
     out = node.step() if marks else None
     if marks and not isinstance(out, RoundRecord):
         return Anchoring((), tuple(Unmet(m, "the start round does not run") for m in marks), start)
-    for i, mark in enumerate(marks):
-        if node is None:  # the run ended at an earlier anchor: the rest cannot be reached
-            unmet.extend(Unmet(m, f"the run stops in round {after}") for m in marks[i:])
-            break
-        base = node
-        p = _probe(base, {}, mark, check)
+    pending = list(marks)
+    while pending and node is not None:
+        mark = pending[0]
+        p = _probe(node, {}, mark, check)
         if p.why is None and p.value == mark.value:
-            node = _advance(p.node, mark)
-            after = mark.round
+            node, after = _advance(p.node, mark), mark.round
+            pending.pop(0)
             continue
-        guess = (p.value - mark.value) if p.value is not None else 0
-        if p.value is None and p.oom is not None:
-            guess = -page * -(-(p.oom.tokens - p.oom.available) // page)
-        found = list(_consistent(base, after, mark, guess, check, page))
+        if p.at is not None and p.at < mark.round + (mark.kind == "piece") and mark.kind != "piece":
+            pending.insert(0, Anchor(p.at, "piece", 0, p.why or ""))
+            continue
+        found = list(_consistent(node, after, mark, _step(p, mark, page) or 0, check, page))
+        pending.pop(0)
         if not found:
             unmet.append(Unmet(mark, p.why or f"the run has {p.value} there, and no single event "
                                f"after round {after} makes every observation hold"))  # fmt: skip
-            node = _advance(p.node, mark)
-            after = mark.round
+            node, after = _advance(p.node, mark), mark.round
             continue
         (r, t, probe), *_ = found
         shifts.append(Shift(r, t, after, mark, tuple((fr, ft) for fr, ft, _ in found)))
-        node = _advance(probe.node, mark)
-        after = mark.round
+        node, after = _advance(probe.node, mark), mark.round
+    unmet.extend(Unmet(m, f"the run stops in round {after}") for m in pending)
     return Anchoring(tuple(shifts), tuple(unmet), after)
 
 
 def _consistent(base, after: int, mark: Anchor, guess: int, check, page: int) -> Iterator:
+    """Every placement (latest first) and size that meets ``mark``; for a round's pieces
+    the latest only (they are many, and close to the event)."""
     for at in _placements(after, mark.round):
         got = _fit(base, at, guess, mark, check, page)
         if got is not None:
             yield at, got[0], got[1]
+            if mark.kind == "piece":
+                return
 
 
 def _advance(node: PrefillNode | None, mark: Anchor) -> PrefillNode | None:
-    """The node past an anchored round (a baseline's round runs; an out-of-memory ends)."""
+    """The node past an anchored round (a baseline's round runs; an out-of-memory ends; a
+    piece mark's round has run already)."""
     if node is None or mark.kind == "oom":
         return None
+    if mark.kind == "piece":
+        return node
     out = node.step()
     return None if out is None or isinstance(out, OutOfMemory) else node
 
