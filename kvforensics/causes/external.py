@@ -8,8 +8,13 @@ from kvforensics.causes.cause import Cause
 
 def external_allocation(rr) -> Cause:
     """Held when a baseline fell by more than the logged allocations and load-backs explain
-    (``rounds.continuity``)."""
-    drops = rr.drops
+    (``rounds.continuity``). With an out-of-memory, only what was taken in the crashing
+    request's life counts (before it, the adder saw the lower baseline), as the forward
+    run held to the observations found it (``replay.anchor``)."""
+    found = getattr(rr, "anchoring", None)
+    if found is not None:
+        return _from_anchoring(found)
+    drops = [d for d in rr.drops if max(d.bounds) > 0]
     if not drops:
         return Cause(
             "external_allocation", False, "every observed baseline follows from the round before it"
@@ -36,6 +41,32 @@ def external_allocation(rr) -> Cause:
         "drops": [d.as_dict() for d in drops],
     }
     return Cause("external_allocation", True, summary, evidence, first.before_round, figures, story)
+
+
+def _from_anchoring(found) -> Cause:
+    takes = [s for s in found.shifts if s.tokens > 0]
+    if not takes:
+        return Cause(
+            "external_allocation",
+            False,
+            "from the crashing request's admission to the out-of-memory, every observation "
+            "follows from the rounds before it without memory taken outside the adder",
+        )
+    total, first = sum(s.tokens for s in takes), takes[0]
+    story = [f"Outside the adder: {s.sentence()}." for s in takes]
+    summary = (
+        f"{total} tokens taken outside the adder in {len(takes)} event(s) in the crashing "
+        f"request's life, the first before round {first.round}"
+        + (" (at least: the logs show 0 available after it)" if any(s.saturated for s in takes) else "")
+    )
+    figures = {
+        "tokens": total,
+        "after_round": first.after,
+        "before_round": first.round,
+        "events": [s.as_dict() for s in takes],
+    }
+    evidence = [s.anchor.where for s in takes]
+    return Cause("external_allocation", True, summary, evidence, first.round, figures, story)
 
 
 def _oom_round(rb):

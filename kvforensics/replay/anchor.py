@@ -30,8 +30,8 @@ from kvforensics.rounds.provenance import DERIVED, OBSERVED
 #: placements tried for one event: every round between its two observations up to this
 #: many, else this many spread evenly (the work per event stays bounded on any window)
 MAX_PLACEMENTS = 24
-#: size refinements per placement: a size changes the pieces, the pieces the size
-MAX_FITS = 6
+#: sizes tried per placement: a size changes the pieces, the pieces the size
+MAX_FITS = 16
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,6 +66,11 @@ class Shift:
     after: int
     anchor: Anchor
     placements: tuple[tuple[int, int], ...]
+
+    @property
+    def saturated(self) -> bool:
+        """A take the logs show leaving nothing: its size is only a lower bound."""
+        return self.tokens > 0 and self.anchor.kind != "piece" and self.anchor.value == 0
 
     @property
     def rounds(self) -> tuple[int, int]:
@@ -114,14 +119,19 @@ class Anchoring:
     #: the last round an observation holds the run to (transfers end on the clock after it)
     last_round: int
 
-    def schedule(self, base: dict[int, int], pick: int = 0) -> dict[int, int]:
+    def schedule(self, base: dict[int, int], pick: int = 0, most: int = 0) -> dict[int, int]:
         """``base`` plus every shift at its ``pick``-th placement (0: the latest; -1: the
-        earliest; a shift with fewer placements takes its last)."""
+        earliest; a shift with fewer placements takes its last). ``most``: a take that left
+        nothing available is that many slots instead (it may have asked for more than
+        there was: the logs show only what it got)."""
         out = dict(base)
         for s in self.shifts:
             r, t = s.placements[min(pick, len(s.placements) - 1) if pick >= 0 else pick]
-            out[r] = out.get(r, 0) + t
+            out[r] = out.get(r, 0) + (max(t, most) if most and s.saturated else t)
         return out
+
+    def saturated(self) -> bool:
+        return any(s.saturated for s in self.shifts)
 
     def variants(self) -> int:
         """How many placements the most uncertain shift has."""
@@ -263,18 +273,29 @@ def _placements(after: int, upto: int) -> list[int]:
 
 def _fit(base, at: int, guess: int, anchor: Anchor, check, page: int) -> tuple[int, _Probe] | None:
     """The size of one event before round ``at`` that makes the run meet ``anchor``, or
-    None. Each try re-runs; the residual corrects the size (the pieces move with it)."""
-    tokens = guess
+    None. Each try re-runs; what it missed corrects the size (the pieces move with it).
+    A correction that moves nothing (a piece the chunk budget caps) doubles; once one try
+    took too little and another too much, the size is bisected between them."""
+    tokens, low, high, last = guess, None, None, None
     for _ in range(MAX_FITS):
         p = _probe(base, {at: tokens}, anchor, check)
         if p.value == anchor.value and p.why is None:
             return tokens, p
         step = _step(p, anchor, page)
-        if step is None:
+        if not step:
             return None
-        if step == 0:
-            return None
-        tokens += step
+        if step > 0:
+            low = tokens if low is None else max(low, tokens)
+        else:
+            high = tokens if high is None else min(high, tokens)
+        if low is not None and high is not None:
+            if high - low <= page:
+                return None
+            nxt = tokens + step
+            tokens = nxt if low < nxt < high else low + (high - low) // 2 // page * page
+        else:
+            step = step * 2 if last is not None and step == last[1] else step
+            tokens, last = tokens + step, (tokens, step)
     return None
 
 

@@ -20,6 +20,9 @@ class Case:
     seconds: float
     #: which placement of the found events (0: the latest; -1: the earliest)
     pick: int
+    #: a take that left nothing available asked for all it could get (its size is a
+    #: lower bound in the logs)
+    most: bool
     oom: bool
 
 
@@ -38,9 +41,10 @@ class HoldsFor:
         tried = sorted({c.seconds for c in self.cases})
         span = f"{tried[0]:.2f}-{tried[-1]:.2f} s" if len(tried) > 1 else f"{tried[0]:.2f} s"
         places = len({c.pick for c in self.cases}) > 1
+        sizes = len({c.most for c in self.cases}) > 1
         every = f"every transfer time tried ({span})" + (
             " and every placement of the events the evidence allows" if places else ""
-        )
+        ) + (" and whatever size the outside allocation had (the logs bound it below)" if sizes else "")
         if self.answer == "no out of memory":
             return f"avoids it for {every}"
         if self.answer == "out of memory":
@@ -60,6 +64,11 @@ class HoldsFor:
             if ok and bad and max(ok) < min(bad):
                 return f"avoids it only if transfers take at most {max(ok):.2f} s (runs out at {min(bad):.2f} s)"
             return "avoids it at " + ", ".join(f"{s:.2f}" for s in ok) + " s of transfer time, not at " + ", ".join(f"{s:.2f}" for s in bad) + " s"
+        if any(c.oom for c in self.cases if c.most) and not any(c.oom for c in self.cases if not c.most):
+            return (
+                "avoids it only if what was taken outside the adder was no more than the logs "
+                "show it got (they show 0 available after it: it may have wanted more)"
+            )
         return "avoids it or not depending on when the events between silent rounds happened"
 
     def as_dict(self) -> dict:
@@ -67,7 +76,10 @@ class HoldsFor:
             "answer": self.answer,
             "says": self.sentence(),
             "transfer_seconds_allowed": list(self.allowed),
-            "cases": [{"transfer_seconds": c.seconds, "placement": c.pick, "oom": c.oom} for c in self.cases],
+            "cases": [
+                {"transfer_seconds": c.seconds, "placement": c.pick, "most": c.most, "oom": c.oom}
+                for c in self.cases
+            ],
         }
 
 
@@ -84,13 +96,13 @@ def tried_seconds(chosen: float, readings: dict[str, float], lower: float | None
 
 def holds_for(
     policy: str,
-    run: Callable[[float, int], bool],
+    run: Callable[[float, int, bool], bool],
     seconds: list[float],
-    picks: list[int],
+    picks: list[tuple[int, bool]],
     allowed: tuple[float, float | None],
 ) -> HoldsFor:
-    """``run(seconds, pick)`` is True when the policy runs out of memory in that case."""
-    cases = tuple(Case(s, p, run(s, p)) for s in seconds for p in picks)
+    """``run(seconds, pick, most)`` is True when the policy runs out of memory then."""
+    cases = tuple(Case(s, p, m, run(s, p, m)) for s in seconds for p, m in picks)
     ooms = {c.oom for c in cases}
     answer = "depends" if len(ooms) > 1 else ("out of memory" if True in ooms else "no out of memory")
     return HoldsFor(policy, answer, cases, allowed)

@@ -322,7 +322,7 @@ def _run_policies(
     rr.transfer = TransferEstimate(timing.transfer_latency_s, how, readings)
 
     outside = _given(rr)
-    if outside:
+    if outside and not anchors(rb, start):
         rr.assumptions.append(
             "outside allocations replayed under every policy: "
             + ", ".join(f"{t} tokens before round {r}" for r, t in sorted(outside.items()))
@@ -372,10 +372,12 @@ def _anchor(rr: ReplayResult, start: Round, build, timing: Timing) -> None:
         return
     per_round = timing.round_overhead_s
     hold = (marks[-1].round + 1 - start.index) * per_round
-    node = build("prefix", events=rr.exogenous, hold=hold, record=False)
+    # NOTE: the falls the rebuild inferred inside the window are not taken as given: the
+    # anchoring finds every event there from the observations themselves
+    node = build("prefix", events={}, hold=hold, record=False)
     found = anchor_run(node, marks, evidence_check(rb), start=start.index, page=rb.cfg.page_size)
     rr.anchoring, rr.hold_until = found, hold
-    rr.exogenous = found.schedule(rr.exogenous)
+    rr.exogenous = found.schedule({})
     rr.assumptions.append(
         f"rounds {start.index}..{marks[-1].round} are held to the {len(marks)} observation(s) "
         "in them (logged baselines, the out-of-memory line): no KV transfer ends there "
@@ -410,12 +412,16 @@ def _sensitivity(rr: ReplayResult, build, timing: Timing, readings: dict[str, fl
     chosen = rr.transfer.seconds if rr.transfer else timing.transfer_latency_s
     seconds = tried_seconds(chosen, readings, lower)
     found = rr.anchoring
-    picks = [0] if found is None or found.variants() == 1 else [0, -1]
-    base = rr.exogenous if found is None else None
+    picks = [(0, False)]
+    if found is not None and found.variants() > 1:
+        picks.append((-1, False))
+    if found is not None and found.saturated():
+        picks += [(p, True) for p, _ in picks]
+    pool = rr.rebuild.cfg.pool_size
 
     def run(policy: str):
-        def one(sec: float, pick: int) -> bool:
-            events = base if base is not None else found.schedule(_given(rr), pick)
+        def one(sec: float, pick: int, most: bool) -> bool:
+            events = rr.exogenous if found is None else found.schedule({}, pick, pool * most)
             node = build(policy, sec, events=events, record=False)
             return node.run(MAX_ROUNDS).oom is not None
 
