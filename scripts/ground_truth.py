@@ -92,6 +92,16 @@ def _depends(pol: dict) -> object | None:
     return None
 
 
+def _drop_in_life(rep: dict, t: dict) -> bool:
+    """An outside allocation the replay found between the victim's first round and the
+    crash (one found earlier is a true finding about the log, not this crash's cause)."""
+    start, crash = t["start_round"], t["crash"]["round"]
+    return any(
+        d.get("before_round", -1) > start and d.get("after_round", crash) < crash
+        for d in rep.get("unexplained_drops") or []
+    )
+
+
 def judge(t: dict, rc: int, rep: dict | None, err: str) -> dict:
     """Row -> "right" | "wrong" | "marked" (a policy answer said to depend on the unseen)."""
     if rep is None:
@@ -121,7 +131,7 @@ def judge(t: dict, rc: int, rep: dict | None, err: str) -> dict:
                          f", world {'OOM ' + str(world) if world else 'no OOM'}")  # fmt: skip
     held = [c["id"] for c in rep.get("causes", []) if c.get("held")]
     cause_ok = t["cause"] in held and (
-        t["cause"] == "external_allocation" or "external_allocation" not in held
+        t["cause"] == "external_allocation" or not _drop_in_life(rep, t)
     )
     rows["cause"] = "right" if cause_ok else "wrong"
     if not cause_ok:

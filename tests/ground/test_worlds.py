@@ -4,9 +4,18 @@ rendered logs read back by the project's reader."""
 from __future__ import annotations
 
 import heapq
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from tests.ground.draw import play
+from tests.ground.render import write_logs
 from tests.ground.world import (
     NO_TOKEN,
     POLICIES,
@@ -16,6 +25,8 @@ from tests.ground.world import (
     World,
     run,
 )
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _world(
@@ -123,3 +134,37 @@ def test_postmortem_example_fixed():
     assert (c.decision, c.result) == ("rejected", NO_TOKEN)
     assert w.oom is None
     assert any(p[0] == "B" and p[2] == 8000 for r in w.records for p in r.pieces)
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "kvforensics", *args, "--no-progress"],
+        capture_output=True, text=True, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
+        timeout=300,
+    )  # fmt: skip
+
+
+def _oom(o) -> dict:
+    return {"round": o.round, "rid": o.rid, "tokens": o.tokens, "available": o.available}
+
+
+@pytest.mark.slow
+@settings(max_examples=3, deadline=None, derandomize=True, database=None)
+@given(seed=st.integers(min_value=1, max_value=10_000), outside=st.booleans())
+def test_rendered_world_is_read_with_its_out_of_memory(seed, outside, tmp_path_factory):
+    p = play(seed, outside=outside)
+    paths = [
+        str(x) for x in write_logs(p.world, tmp_path_factory.mktemp("w"), with_ms=p.meta.with_ms)
+    ]
+    rounds = _cli("rounds", *paths, "--format", "json")
+    assert rounds.returncode == 0, rounds.stderr
+    rj = json.loads(rounds.stdout)
+    assert rj["contradictions"] == []
+    assert len(rj["rounds"]) == len(p.world.records)
+    rep = _cli("replay", *paths, "--format", "json")
+    assert rep.returncode in (0, 4), rep.stderr  # 4: the forward run did not reproduce it
+    d = json.loads(rep.stdout)
+    assert p.world.oom is not None
+    assert d["observed_oom"] == _oom(p.world.oom)
+    assert d["start_round"] == p.start_round
+    assert d["fidelity"]["mismatches"] == []
