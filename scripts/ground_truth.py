@@ -56,6 +56,8 @@ def truth(p: Played) -> dict:
         "crash": _oom_dict(p.world.oom),
         "cause": p.cause,
         "forced_resume": p.forced_resume,
+        "crash_piece_last": p.crash_piece_last,
+        "tags": list(p.tags),
         "intruders": list(p.intruders),
         "outside_in_victim_life": [list(x) for x in p.outside_in_life],
         "future": "the same arrivals (up to the crash), transfer times and outside allocation",
@@ -102,51 +104,78 @@ def _drop_in_life(rep: dict, t: dict) -> bool:
     )
 
 
-def judge(t: dict, rc: int, rep: dict | None, err: str) -> dict:
-    """Row -> "right" | "wrong" | "marked" (a policy answer said to depend on the unseen)."""
-    if rep is None:
-        return {"replay": f"no JSON (exit {rc}): {err}"}
-    rows: dict[str, str] = {}
-    diffs: list[str] = []
+class Verdicts:
+    """Rows of one world: "right", "wrong" or, for a policy answer the replay says depends
+    on what the log does not show, "marked right" / "marked wrong"; each difference with
+    its category."""
+
+    def __init__(self) -> None:
+        self.rows: dict[str, str] = {}
+        self.diffs: list[tuple[str, str]] = []
+
+    def row(self, name: str, ok: bool, category: str, what: str, marked: bool = False) -> None:
+        self.rows[name] = ("marked " if marked else "") + ("right" if ok else "wrong")
+        if not ok:
+            self.diffs.append((category, what))
+
+
+def _contradiction_kind(c: dict) -> str:
+    what = c.get("what", "")
+    if what in ("baseline", "baseline_end"):
+        return "rebuilt baseline outside the pool"
+    if what in ("batch line", "#new-token", "replayed plan", "PP plan"):
+        return "PP1/PP3 lines and PP0's rebuilt rounds disagree"
+    return f"contradiction: {what}"
+
+
+def _policies(v: Verdicts, t: dict, pols: dict) -> None:
     crash = t["crash"]
-    obs = rep.get("observed_oom")
-    rows["logged OOM read"] = "right" if _same(obs, crash) else "wrong"
-    if rows["logged OOM read"] == "wrong":
-        diffs.append(f"logged OOM read as {obs}, world {crash}")
-    rows["start round"] = "right" if rep.get("start_round") == t["start_round"] else "wrong"
-    if rows["start round"] == "wrong":
-        diffs.append(f"start round {rep.get('start_round')}, world {t['start_round']}")
-    pols = rep.get("policies") or {}
     got = (pols.get("prefix") or {}).get("oom")
-    rows["prefix reproduces it"] = "right" if _same(got, crash) else "wrong"
-    if rows["prefix reproduces it"] == "wrong":
-        diffs.append(f"prefix forward: {got}, world {crash}")
+    v.row("prefix reproduces it", _same(got, crash), "prefix forward run differs",
+          f"prefix forward: {got}, world {crash}")  # fmt: skip
     for p in FIXES:
         pol = pols.get(p) or {}
         world = t["policies"][p]["oom"]
-        ok = (pol.get("oom") is not None) == (world is not None)
-        rows[p] = "marked" if _depends(pol) is not None else ("right" if ok else "wrong")
-        if not ok:
-            diffs.append(f"{p}: replay {'OOM ' + str(pol.get('oom')) if pol.get('oom') else 'no OOM'}"
-                         f", world {'OOM ' + str(world) if world else 'no OOM'}")  # fmt: skip
+        said = pol.get("oom")
+        ok = (said is not None) == (world is not None)
+        v.row(p, ok, f"{p}: answer differs",
+              f"{p}: replay {'OOM ' + str(said) if said else 'no OOM'}, "
+              f"world {'OOM ' + str(world) if world else 'no OOM'}",
+              marked=_depends(pol) is not None)  # fmt: skip
+
+
+def _causes(v: Verdicts, t: dict, rep: dict) -> list[str]:
     held = [c["id"] for c in rep.get("causes", []) if c.get("held")]
-    cause_ok = t["cause"] in held and (
-        t["cause"] == "external_allocation" or not _drop_in_life(rep, t)
+    ok = t["cause"] in held and (t["cause"] == "external_allocation" or not _drop_in_life(rep, t))
+    v.row("cause", ok, "cause differs", f"cause: replay held {held}, world {t['cause']}")
+    forced = "forced_resume" in held
+    last = " (the crash piece is the victim's last)" if t["crash_piece_last"] else ""
+    v.row("forced_resume", forced == t["forced_resume"], "forced_resume differs" + last,
+          f"forced_resume: replay {forced}, world {t['forced_resume']}{last}")  # fmt: skip
+    return held
+
+
+def judge(t: dict, rc: int, rep: dict | None, err: str) -> dict:
+    if rep is None:
+        return {"replay": f"no JSON (exit {rc}): {err}", "exit": rc}
+    v, crash = Verdicts(), t["crash"]
+    obs = rep.get("observed_oom")
+    v.row("logged OOM read", _same(obs, crash), "logged OOM read differently",
+          f"logged OOM read as {obs}, world {crash}")  # fmt: skip
+    v.row("start round", rep.get("start_round") == t["start_round"], "start round differs",
+          f"start round {rep.get('start_round')}, world {t['start_round']}")  # fmt: skip
+    pols = rep.get("policies") or {}
+    _policies(v, t, pols)
+    held = _causes(v, t, rep)
+    contra = rep.get("contradictions") or []
+    mism = rep["fidelity"]["mismatches"]
+    kinds = sorted(
+        {_contradiction_kind(c) for c in contra} | ({"fidelity mismatch"} if mism else set())
     )
-    rows["cause"] = "right" if cause_ok else "wrong"
-    if not cause_ok:
-        diffs.append(f"cause: replay held {held}, world {t['cause']}")
-    forced_ok = ("forced_resume" in held) == t["forced_resume"]
-    rows["forced_resume"] = "right" if forced_ok else "wrong"
-    if not forced_ok:
-        diffs.append(f"forced_resume: replay {'forced_resume' in held}, world {t['forced_resume']}")
-    rows["0 contradictions, 0 mismatches"] = (
-        "right" if not rep.get("contradictions") and not rep["fidelity"]["mismatches"] else "wrong"
-    )
-    if rows["0 contradictions, 0 mismatches"] == "wrong":
-        diffs.append(f"contradictions {len(rep.get('contradictions') or [])}, "
-                     f"mismatches {len(rep['fidelity']['mismatches'])}")  # fmt: skip
-    return {"exit": rc, "rows": rows, "diffs": diffs, "start_round": rep.get("start_round"),
+    v.row("0 contradictions, 0 mismatches", not kinds, "; ".join(kinds),
+          f"{len(contra)} contradiction(s), {len(mism)} mismatch(es): {'; '.join(kinds)}")  # fmt: skip
+    return {"exit": rc, "rows": v.rows, "diffs": [d for _c, d in v.diffs],
+            "categories": [c for c, _d in v.diffs], "start_round": rep.get("start_round"),
             "held": held, "depends": {p: _depends(pols.get(p) or {}) for p in FIXES}}  # fmt: skip
 
 
@@ -163,53 +192,84 @@ def _table(results: list[dict]) -> list[str]:
     names: list[str] = []
     for r in results:
         names += [k for k in r.get("rows", {}) if k not in names]
-    out = ["| | right | wrong | marked (depends on the unobserved) |", "|---|---:|---:|---:|"]
+    out = [
+        "| | right | wrong | marked as depending on the unobserved: right / wrong |",
+        "|---|---:|---:|---:|",
+    ]
     for name in names:
         c = Counter(r["rows"].get(name) for r in results if "rows" in r)
-        out.append(f"| {name} | {c['right']} | {c['wrong']} | {c['marked']} |")
+        marked = f"{c['marked right']} / {c['marked wrong']}"
+        out.append(f"| {name} | {c['right']} | {c['wrong']} | {marked} |")
     failed = sum(1 for r in results if "rows" not in r)
     if failed:
         out.append(f"| replay gave no JSON | | {failed} | |")
     return out
 
 
+def _wrong(results: list[dict]) -> list[str]:
+    """The worlds with a difference, one line each, then grouped by category."""
+    wrong = [r for r in results if "rows" not in r or r["diffs"]]
+    out = ["", f"{len(wrong)} world(s) with a difference:"]
+    for r in wrong:
+        what = "; ".join(r.get("diffs") or [r.get("replay", "?")])
+        tags = ", ".join(r["tags"]) or "no tags"
+        out.append(f"  seed {r['seed']} ({r['setting']}; {r['cause']}; {r['transfer']} "
+                   f"transfers; {tags}): {what}")  # fmt: skip
+    groups: dict[str, list[str]] = {}
+    for r in wrong:
+        for c in r.get("categories") or ["replay gave no JSON"]:
+            groups.setdefault(c, []).append(f"{r['seed']}" + (f" [{', '.join(r['tags'])}]"
+                                                               if r["tags"] else ""))  # fmt: skip
+    out += ["", "By category:"]
+    for c, seeds in sorted(groups.items(), key=lambda kv: -len(kv[1])):
+        out.append(f"  {c}: {len(seeds)} world(s): {', '.join(seeds)}")
+    return out
+
+
+def _worlds_mix(results: list[dict]) -> str:
+    n = len(results)
+    out = sum(1 for r in results if r["outside"])
+    slow = sum(1 for r in results if r["transfer"] == "slow")
+    settings = Counter(r["setting"] for r in results)
+    return (
+        f"{n} worlds: {out} with an outside allocation, {slow} with slow transfers; "
+        + "; ".join(f"{k}: {v}" for k, v in sorted(settings.items()))
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--worlds", type=int, default=10)
     ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--out", type=Path, default=None, help="directory for the worlds (kept)")
-    ap.add_argument("--keep", action="store_true", help="keep the worlds' logs")
+    ap.add_argument("--out", type=Path, default=None, help="directory for the worlds")
+    ap.add_argument(
+        "--keep", action="store_true", help="keep the worlds' logs (with --out: always)"
+    )
     args = ap.parse_args(argv)
     if args.worlds < 1:
         ap.error("--worlds must be at least 1")
     root = args.out or Path(tempfile.mkdtemp(prefix="ground-"))
     root.mkdir(parents=True, exist_ok=True)
-    seeds = range(args.seed, args.seed + args.worlds)
-    worlds = [_world(s, root) for s in seeds]
+    worlds = [_world(s, root) for s in range(args.seed, args.seed + args.worlds)]
     # the replays are separate processes, two at a time
     with ThreadPoolExecutor(max_workers=2) as pool:
         reps = list(pool.map(lambda w: replay(w[1]), worlds))
     results = []
     for (t, paths), (rc, rep, err) in zip(worlds, reps, strict=True):
         j = judge(t, rc, rep, err)
-        j.update(seed=t["seed"], setting=t["setting"], cause=t["cause"],
+        j.update(seed=t["seed"], setting=t["setting"], cause=t["cause"], tags=t["tags"],
                  outside=t["outside"] is not None, transfer=t["transfer"])  # fmt: skip
-        if rep is not None and (args.keep or args.out):
+        if rep is not None:
             (paths[0].parent / "replay.json").write_text(json.dumps(rep, indent=1) + "\n")
         results.append(j)
-    lines = _table(results)
-    wrong = [r for r in results if "rows" not in r or r["diffs"]]
-    lines.append("")
-    lines.append(f"{len(wrong)} world(s) with a difference:")
-    for r in wrong:
-        what = "; ".join(r.get("diffs") or [r.get("replay", "?")])
-        lines.append(f"  seed {r['seed']} ({r['setting']}, {r['cause']}, "
-                     f"{'outside' if r['outside'] else 'no outside'}, {r['transfer']}): {what}")  # fmt: skip
-    print("\n".join(lines))
-    summary = {"worlds": len(results), "seed": args.seed, "results": results}
+    print(_worlds_mix(results))
+    print("\n".join(_table(results) + _wrong(results)))
+    summary = {"worlds": len(results), "seed": args.seed, "table": _table(results),
+               "results": results}  # fmt: skip
     (root / "summary.json").write_text(json.dumps(summary, indent=1, default=str) + "\n")
-    print(f"summary: {root / 'summary.json'}")
-    if not args.keep and args.out is None:
+    if args.keep or args.out is not None:
+        print(f"summary: {root / 'summary.json'}")
+    else:
         shutil.rmtree(root)
     return 0
 

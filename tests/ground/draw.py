@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import copy
 import heapq
+import itertools
 import random
 from dataclasses import dataclass
 
@@ -165,6 +166,8 @@ class Played:
     intruders: tuple[str, ...]
     outside_in_life: tuple[tuple[float, int], ...]
     policies: dict[str, PolicyRun]
+    crash_piece_last: bool  # the piece that failed was the victim's last
+    tags: tuple[str, ...]  # what in the log is hard to read (see ``tags``)
 
 
 def play(seed: int, *, max_attempts: int = 30, outside: bool | None = None) -> Played:
@@ -209,7 +212,11 @@ def _counterfactuals(w0: World, w: World, meta: Meta) -> Played:
         end = run(s)
         runs[name] = PolicyRun(end, s.oom, s.next_round - start)
     cause, intruders, outside = _cause(w, start)
-    return Played(meta, w, oom.rid, start, cause, oom.forced, intruders, outside, runs)
+    step = next(s for s in w.records[-1].steps if s.rid == oom.rid)
+    last = step.end >= step.seq_len
+    return Played(
+        meta, w, oom.rid, start, cause, oom.forced, intruders, outside, runs, last, tags(w),
+    )  # fmt: skip
 
 
 def _longer(cfg: Settings, crash_t: float) -> Settings:
@@ -240,3 +247,41 @@ def _cause(w: World, start: int) -> tuple[str, tuple[str, ...], tuple[tuple[floa
     if outside:
         return "external_allocation", tuple(intruders), outside
     return ("unreserved_tail" if intruders else "other"), tuple(intruders), outside
+
+
+def tags(w: World) -> tuple[str, ...]:
+    """What a reader of the logs has to work out, per world:
+
+    * ``outside``: memory taken outside the adder before the crash;
+    * ``memory_back_in_silence``: a round that printed no adder line ran a piece larger
+      than what the round before it left (a KV transfer ended in between: only the
+      piece's size shows it);
+    * ``refused_lock_below``: the last request a round looked at was refused after
+      locking its device prefix, so the printed baseline is lower by the lock (released
+      again), and lower than what the round then allocated.
+    """
+    out = []
+    if w.taken:
+        out.append("outside")
+    recs = w.records
+    for a, b in itertools.pairwise(recs):
+        if _silent(b) and _pages_of(b, w.cfg.page) > a.available + a.evictable:
+            out.append("memory_back_in_silence")
+            break
+    for r in recs:
+        last = r.steps[-1] if r.steps else None
+        if (
+            last
+            and last.decision == "rejected"
+            and last.device_prefix
+            and r.oom is None
+            and last.baseline < _pages_of(r, w.cfg.page)
+        ):
+            out.append("refused_lock_below")
+            break
+    return tuple(out)
+
+
+def _pages_of(r: RoundRec, page: int) -> int:
+    """Slots a round's batch allocates (a started page is reused)."""
+    return sum((-(-e // page) - -(-s // page)) * page for _r, s, e, _n in r.pieces)
