@@ -258,7 +258,10 @@ def tags(w: World) -> tuple[str, ...]:
       piece's size shows it);
     * ``refused_lock_below``: the last request a round looked at was refused after
       locking its device prefix, so the printed baseline is lower by the lock (released
-      again), and lower than what the round then allocated.
+      again), and lower than what the round then allocated;
+    * ``refused_lock_in_life``: such a refusal (below or not) in a round from the
+      victim's first on, where the baseline a reader carries into the silent rounds
+      that follow is low by the lock.
     """
     out = []
     if w.taken:
@@ -268,18 +271,33 @@ def tags(w: World) -> tuple[str, ...]:
         if _silent(b) and _pages_of(b, w.cfg.page) > a.available + a.evictable:
             out.append("memory_back_in_silence")
             break
-    for r in recs:
-        last = r.steps[-1] if r.steps else None
-        if (
-            last
-            and last.decision == "rejected"
-            and last.device_prefix
-            and r.oom is None
-            and last.baseline < _pages_of(r, w.cfg.page)
-        ):
-            out.append("refused_lock_below")
-            break
+    refused = [r for r in recs if r.oom is None and _refused_lock(r)]
+    if any(r.steps[-1].baseline < _pages_of(r, w.cfg.page) for r in refused):
+        out.append("refused_lock_below")
+    start = (
+        next((r.index for r in recs for s in r.steps if s.rid == w.oom.rid), None)
+        if w.oom
+        else None
+    )
+    if start is not None and any(r.index >= start for r in refused):
+        out.append("refused_lock_in_life")
     return tuple(out)
+
+
+def _admitted_at(w: World) -> int | None:
+    if w.oom is None:
+        return None
+    rid = w.oom.rid
+    return next(
+        (r.index for r in w.records for s in r.steps if s.rid == rid and s.decision != "rejected"),
+        None,
+    )
+
+
+def _refused_lock(r: RoundRec) -> bool:
+    """The round's last check was refused after locking a device prefix (its printed
+    baseline is lower by the lock, which was released again)."""
+    return bool(r.pieces and r.steps[-1].decision == "rejected" and r.steps[-1].device_prefix)
 
 
 def _pages_of(r: RoundRec, page: int) -> int:

@@ -446,21 +446,29 @@ def _out_of_memory(w: World, adder: Adder, index: int, pieces) -> RoundRec:
     return rec
 
 
+def _arrivals_left(w: World) -> bool:
+    cut = w.stop_arrivals_at if w.stop_arrivals_at is not None else float("inf")
+    return any(isinstance(ev, Spec) and at <= cut for at, _o, ev in w.future)
+
+
 def busy(w: World) -> bool:
     return w.chunked is not None or bool(w.queue)
 
 
 def run(w: World, *, stop_after: int | None = None) -> str:
     """Run rounds until an out-of-memory, the horizon, or nothing left to do. Returns how
-    it ended: ``oom``, ``horizon``, ``drained`` or ``stuck``."""
+    it ended: ``oom``, ``horizon``, ``drained`` (every request ran; KV transfers may
+    still be under way) or ``stuck``."""
     while w.oom is None:
         if stop_after is not None and w.next_round > stop_after:
             return "stopped"
         w.happen_until(w.t)
         if not busy(w):
+            if not _arrivals_left(w):
+                return "drained"
             nxt = w.next_event()
-            if nxt == float("inf") or nxt > w.cfg.horizon_s:
-                return "drained" if nxt == float("inf") else "horizon"
+            if nxt > w.cfg.horizon_s:
+                return "horizon"
             w.t = nxt
             continue
         if w.t > w.cfg.horizon_s:
