@@ -179,8 +179,10 @@ def judge(t: dict, rc: int, rep: dict | None, err: str) -> dict:
             "held": held, "depends": {p: _depends(pols.get(p) or {}) for p in FIXES}}  # fmt: skip
 
 
-def _world(seed: int, root: Path) -> tuple[dict, list[Path]]:
-    p = play(seed)
+def _world(seed: int, i: int, root: Path) -> tuple[dict, list[Path]]:
+    # every combination in turn: a setting, an outside allocation in one world of three,
+    # fast transfers in one of two
+    p = play(seed, setting=i, outside=i % 3 == 2, fast=i % 2 == 1)
     d = root / f"world-{seed}"
     paths = write_logs(p.world, d, with_ms=p.meta.with_ms)
     t = truth(p)
@@ -250,7 +252,7 @@ def main(argv: list[str] | None = None) -> int:
         ap.error("--worlds must be at least 1")
     root = args.out or Path(tempfile.mkdtemp(prefix="ground-"))
     root.mkdir(parents=True, exist_ok=True)
-    worlds = [_world(s, root) for s in range(args.seed, args.seed + args.worlds)]
+    worlds = [_world(args.seed + i, i, root) for i in range(args.worlds)]
     # the replays are separate processes, two at a time
     with ThreadPoolExecutor(max_workers=2) as pool:
         reps = list(pool.map(lambda w: replay(w[1]), worlds))

@@ -61,7 +61,9 @@ def _specs(rng: random.Random, cfg: Settings, transfer_s: float, rid_rng: random
     c, page = cfg.chunk, cfg.page
     agents = _groups(rng, "sys-agent-", 3, c // 4, c, page)
     chats = _groups(rng, "sys-chat-", 6, c // 20, c // 3, page)
-    rates = {"agent": rng.uniform(0.15, 0.5), "chat": rng.uniform(0.5, 2.0),
+    # faster transfers hold less KV in flight: more traffic keeps the pool as full
+    busier = min(4.0, max(1.0, 3.0 / transfer_s))
+    rates = {"agent": busier * rng.uniform(0.15, 0.5), "chat": busier * rng.uniform(0.5, 2.0),
              "long": rng.uniform(0.05, 0.2)}  # fmt: skip
     out: list[Spec] = []
     for kind, rate in rates.items():
@@ -93,19 +95,26 @@ def _one(rng, kind, t, c, page, agents, chats, transfer_s, rid_rng) -> Spec:
     return Spec(rid, kind, t, rng.randint(3 * c // 2, 6 * c), None, 0, 0, jitter)
 
 
-def draw(seed: int, attempt: int = 0, *, outside: bool | None = None) -> tuple[World, Meta]:
+def draw(
+    seed: int,
+    attempt: int = 0,
+    *,
+    outside: bool | None = None,
+    fast: bool | None = None,
+    setting: int | None = None,
+) -> tuple[World, Meta]:
     """A world at t=0 under ``prefix`` (without its outside allocation: ``place_outside``
     adds one once the run shows where a long request is between silent rounds)."""
     rng = random.Random(seed * 1000 + attempt)
     rid_rng = random.Random(seed * 7919 + attempt)
-    name_i = rng.randrange(len(SETTINGS))
+    name_i = rng.randrange(len(SETTINGS)) if setting is None else setting % len(SETTINGS)
     page, align, chunk = SETTINGS[name_i]
     pool = floor_to(int(chunk * rng.uniform(10, 18)), page)
     cfg = Settings(
         page, align, chunk, pool, chunk, overhead_s=rng.uniform(0.05, 0.3),
         tokens_per_s=rng.uniform(20000, 80000) * chunk / 16384, horizon_s=HORIZON_S,
     )  # fmt: skip
-    fast = rng.random() < 0.5
+    fast = rng.random() < 0.5 if fast is None else fast
     transfer = rng.uniform(0.5, 1.5) if fast else rng.uniform(2.0, 5.0)
     specs, groups = _specs(rng, cfg, transfer, rid_rng)
     # the shared prefixes start in the device cache, evictable
@@ -170,10 +179,11 @@ class Played:
     tags: tuple[str, ...]  # what in the log is hard to read (see ``tags``)
 
 
-def play(seed: int, *, max_attempts: int = 30, outside: bool | None = None) -> Played:
-    """Draw until the pre-fix fork runs out of memory within the horizon."""
+def play(seed: int, *, max_attempts: int = 60, **fixed: bool | int | None) -> Played:
+    """Draw until the pre-fix fork runs out of memory within the horizon; ``fixed`` pins
+    what ``draw`` would otherwise draw (``outside``, ``fast``, ``setting``)."""
     for attempt in range(max_attempts):
-        w0, meta = draw(seed, attempt, outside=outside)
+        w0, meta = draw(seed, attempt, **fixed)
         if meta.outside is not None:
             placed = place_outside(w0, meta, random.Random(seed * 31 + attempt))
             if placed is None:
