@@ -58,6 +58,10 @@ def truth(p: Played) -> dict:
         "forced_resume": p.forced_resume,
         "crash_piece_last": p.crash_piece_last,
         "tags": list(p.tags),
+        "in_flight_at_start": [
+            {"rid": r, "slots": n, "seconds_left": left} for r, n, left in p.in_flight
+        ],
+        "round_seconds_mean": round(_round_seconds(p), 4),
         "intruders": list(p.intruders),
         "outside_in_victim_life": [list(x) for x in p.outside_in_life],
         "future": "the same arrivals (up to the crash), transfer times and outside allocation",
@@ -66,6 +70,11 @@ def truth(p: Played) -> dict:
             for k, v in p.policies.items()
         },
     }
+
+
+def _round_seconds(p: Played) -> float:
+    ran = [r.t_end - r.t_start for r in p.world.records if r.pieces and r.oom is None]
+    return sum(ran) / len(ran) if ran else 0.0
 
 
 def replay(paths: list[Path]) -> tuple[int, dict | None, str]:

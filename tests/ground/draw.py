@@ -177,6 +177,7 @@ class Played:
     policies: dict[str, PolicyRun]
     crash_piece_last: bool  # the piece that failed was the victim's last
     tags: tuple[str, ...]  # what in the log is hard to read (see ``tags``)
+    in_flight: tuple[tuple[str, int, float], ...]  # KV transfers at the start round
 
 
 def play(seed: int, *, max_attempts: int = 60, **fixed: bool | int | None) -> Played:
@@ -226,7 +227,19 @@ def _counterfactuals(w0: World, w: World, meta: Meta) -> Played:
     last = step.end >= step.seq_len
     return Played(
         meta, w, oom.rid, start, cause, oom.forced, intruders, outside, runs, last, tags(w),
+        _in_flight(snap, w.records[start].t_start),
     )  # fmt: skip
+
+
+def _in_flight(snap: World, t: float) -> tuple[tuple[str, int, float], ...]:
+    """Requests whose KV is being sent as the start round begins: rid, slots held,
+    seconds until the transfer ends."""
+    w = copy.deepcopy(snap)
+    w.happen_until(t)
+    page = w.cfg.page
+    return tuple(
+        (req.rid, req.pages * page, round(end - t, 3)) for end, _r, req in sorted(w.inflight)
+    )
 
 
 def _longer(cfg: Settings, crash_t: float) -> Settings:

@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.ground.draw import play
+from tests.ground.draw import draw, play
 from tests.ground.render import write_logs
 from tests.ground.world import (
     NO_TOKEN,
@@ -200,6 +200,21 @@ def test_outside_allocation_crashes_fixed_but_not_park():
     assert runs["prefix"][0] == runs["fixed"][0] == "oom"
     assert runs["prefix"][1].forced and runs["prefix"][1].rid == "L"
     assert runs["park"] == ("drained", None)
+
+
+@pytest.mark.parametrize(("seed", "outside"), [(5, False), (8, True)])
+def test_every_page_is_accounted_for_between_rounds(seed, outside):
+    w, _meta = draw(seed, 0, outside=False, setting=seed)
+    if outside:
+        heapq.heappush(w.future, (20.0, -1, Outside(20.0, 40000, 15.0)))
+    assert w.unaccounted() == 0
+    while w.oom is None and w.t < 120.0:
+        end = run(w, stop_after=w.next_round)
+        if w.oom is None:
+            assert w.unaccounted() == 0, f"round {w.next_round - 1}"
+        if end != "stopped":
+            break
+    assert w.next_round > 50
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess:

@@ -178,6 +178,7 @@ class World:
     taken: list[Taken] = field(default_factory=list)
     oom: Oom | None = None
     stop_arrivals_at: float | None = None
+    outside_pages: int = 0  # held outside the adder now
 
     # -- the pool and the prefix cache -------------------------------------------------
     def evictable(self) -> int:
@@ -263,10 +264,12 @@ class World:
             self.evict(want)
             got = min(want, self.free)
             self.free -= got
+            self.outside_pages += got
             self.taken.append(Taken(at, got * self.cfg.page, self.next_round))
             heapq.heappush(self.future, (at + ev.hold_s, -1, ("release", got)))
         else:
             self.free += ev[1]
+            self.outside_pages -= ev[1]
 
     def next_event(self) -> float:
         tf = self.future[0][0] if self.future else float("inf")
@@ -275,6 +278,14 @@ class World:
 
     def snapshot(self) -> World:
         return copy.deepcopy(self)
+
+    def unaccounted(self) -> int:
+        """Pages of the pool that are neither free, cached, held by a request (running,
+        chunked or in transfer) nor taken outside: 0 between rounds."""
+        held = sum(e.pages for e in self.cache.values()) + self.outside_pages
+        held += sum(req.pages for _t, _r, req in self.inflight)
+        held += self.chunked.pages if self.chunked is not None else 0
+        return self.cfg.pool // self.cfg.page - self.free - held
 
 
 class Adder:
