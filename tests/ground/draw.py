@@ -63,7 +63,7 @@ def _specs(rng: random.Random, cfg: Settings, transfer_s: float, rid_rng: random
     chats = _groups(rng, "sys-chat-", 6, c // 20, c // 3, page)
     # faster transfers hold less KV in flight: more traffic keeps the pool as full
     busier = min(4.0, max(1.0, 3.0 / transfer_s))
-    rates = {"agent": busier * rng.uniform(0.15, 0.5), "chat": busier * rng.uniform(0.5, 2.0),
+    rates = {"agent": busier * rng.uniform(0.3, 0.9), "chat": busier * rng.uniform(0.5, 2.0),
              "long": rng.uniform(0.05, 0.2)}  # fmt: skip
     out: list[Spec] = []
     for kind, rate in rates.items():
@@ -72,17 +72,20 @@ def _specs(rng: random.Random, cfg: Settings, transfer_s: float, rid_rng: random
             t += rng.expovariate(rate)
             if t > HORIZON_S:
                 break
-            out.append(_one(rng, kind, t, c, page, agents, chats, transfer_s, rid_rng))
+            out.append(_one(rng, kind, t, cfg, agents, chats, transfer_s, rid_rng))
     out.sort(key=lambda s: s.at)
     return out, {**agents, **chats}
 
 
-def _one(rng, kind, t, c, page, agents, chats, transfer_s, rid_rng) -> Spec:
+def _one(rng, kind, t, cfg: Settings, agents, chats, transfer_s, rid_rng) -> Spec:
+    """One arrival: an agent turn resumes a context of up to a third of the pool from the
+    host cache; a chat adds a little to a shared prefix; a long prompt hits nothing."""
+    c, page, pool = cfg.chunk, cfg.page, cfg.pool
     jitter = transfer_s * rng.uniform(0.7, 1.3)
     rid = "as-" + "".join(rid_rng.choice("0123456789abcdefghijklmnopqrstuvwxyz") for _ in range(10))
     if kind == "agent":
         g = rng.choice(sorted(agents))
-        ctx = floor_to(rng.randint(c, 6 * c), page)
+        ctx = floor_to(int(pool * rng.uniform(0.1, 0.6)), page)
         # most turns add a short tool result; some a long one
         new = rng.randint(1, 400) if rng.random() < 0.7 else rng.randint(400, max(401, c // 2))
         glen = agents[g]
@@ -92,7 +95,7 @@ def _one(rng, kind, t, c, page, agents, chats, transfer_s, rid_rng) -> Spec:
         glen = chats[g]
         new = rng.randint(16, 300) if rng.random() < 0.5 else rng.randint(300, c // 3)
         return Spec(rid, kind, t, glen + new, g, glen, glen, jitter)
-    return Spec(rid, kind, t, rng.randint(3 * c // 2, 6 * c), None, 0, 0, jitter)
+    return Spec(rid, kind, t, rng.randint(3 * c // 2, min(6 * c, pool // 2)), None, 0, 0, jitter)
 
 
 def draw(
@@ -109,7 +112,7 @@ def draw(
     rid_rng = random.Random(seed * 7919 + attempt)
     name_i = rng.randrange(len(SETTINGS)) if setting is None else setting % len(SETTINGS)
     page, align, chunk = SETTINGS[name_i]
-    pool = floor_to(int(chunk * rng.uniform(10, 18)), page)
+    pool = floor_to(int(chunk * rng.uniform(7, 12)), page)
     cfg = Settings(
         page, align, chunk, pool, chunk, overhead_s=rng.uniform(0.05, 0.3),
         tokens_per_s=rng.uniform(20000, 80000) * chunk / 16384, horizon_s=HORIZON_S,
@@ -180,7 +183,7 @@ class Played:
     in_flight: tuple[tuple[str, int, float], ...]  # KV transfers at the start round
 
 
-def play(seed: int, *, max_attempts: int = 60, **fixed: bool | int | None) -> Played:
+def play(seed: int, *, max_attempts: int = 80, **fixed: bool | int | None) -> Played:
     """Draw until the pre-fix fork runs out of memory within the horizon; ``fixed`` pins
     what ``draw`` would otherwise draw (``outside``, ``fast``, ``setting``)."""
     for attempt in range(max_attempts):
