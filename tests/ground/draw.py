@@ -282,6 +282,8 @@ def tags(w: World) -> tuple[str, ...]:
     * ``memory_back_in_silence``: a round that printed no adder line ran a piece larger
       than what the round before it left (a KV transfer ended in between: only the
       piece's size shows it);
+    * ``memory_back_after_in_block``: the same, after a silent round whose piece
+      completed no AttentionStore block (nothing but PP1/PP3 shows that round);
     * ``refused_lock_below``: the last request a round looked at was refused after
       locking its device prefix, so the printed baseline is lower by the lock (released
       again), and lower than what the round then allocated;
@@ -293,10 +295,16 @@ def tags(w: World) -> tuple[str, ...]:
     if w.taken:
         out.append("outside")
     recs = w.records
-    for a, b in itertools.pairwise(recs):
-        if _silent(b) and _pages_of(b, w.cfg.page) > a.available + a.evictable:
-            out.append("memory_back_in_silence")
-            break
+    back = [
+        (a, b)
+        for a, b in itertools.pairwise(recs)
+        if _silent(b) and _pages_of(b, w.cfg.page) > a.available + a.evictable
+    ]
+    if back:
+        out.append("memory_back_in_silence")
+    block = w.cfg.align or 256
+    if any(_silent(a) and not _wrote(a, block) for a, _b in back):
+        out.append("memory_back_after_in_block")
     refused = [r for r in recs if r.oom is None and _refused_lock(r)]
     if any(r.steps[-1].baseline < _pages_of(r, w.cfg.page) for r in refused):
         out.append("refused_lock_below")
@@ -318,6 +326,11 @@ def _admitted_at(w: World) -> int | None:
         (r.index for r in w.records for s in r.steps if s.rid == rid and s.decision != "rejected"),
         None,
     )
+
+
+def _wrote(r: RoundRec, block: int) -> bool:
+    """Some piece of the round completed an AttentionStore block (PP0 printed a write)."""
+    return any(e // block > s // block for _r, s, e, _n in r.pieces)
 
 
 def _refused_lock(r: RoundRec) -> bool:
