@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -137,11 +138,21 @@ def _contradiction_kind(c: dict) -> str:
     return f"contradiction: {what}"
 
 
-def _policies(v: Verdicts, t: dict, pols: dict) -> None:
+def _timing(rep: dict) -> tuple[float | None, float | None]:
+    """The transfer time and round length the replay assumed (from its assumptions)."""
+    text = " ".join(rep.get("assumptions") or [])
+    tr = re.search(r"KV transfers take ([\d.]+) s", text)
+    rd = re.search(r"a round lasts ([\d.]+) s", text)
+    return (float(tr.group(1)) if tr else None), (float(rd.group(1)) if rd else None)
+
+
+def _policies(v: Verdicts, t: dict, pols: dict, rep: dict) -> None:
     crash = t["crash"]
     got = (pols.get("prefix") or {}).get("oom")
+    tr, rd = _timing(rep)
     v.row("prefix reproduces it", _same(got, crash), "prefix forward run differs",
-          f"prefix forward: {got}, world {crash}")  # fmt: skip
+          f"prefix forward: {got}, world {crash} (replay took transfers {tr} s, world "
+          f"{t['transfer_base_s']} s ±30%; rounds {rd} s, world {t['round_seconds_mean']} s)")  # fmt: skip
     for p in FIXES:
         pol = pols.get(p) or {}
         world = t["policies"][p]["oom"]
@@ -174,7 +185,7 @@ def judge(t: dict, rc: int, rep: dict | None, err: str) -> dict:
     v.row("start round", rep.get("start_round") == t["start_round"], "start round differs",
           f"start round {rep.get('start_round')}, world {t['start_round']}")  # fmt: skip
     pols = rep.get("policies") or {}
-    _policies(v, t, pols)
+    _policies(v, t, pols, rep)
     held = _causes(v, t, rep)
     contra = rep.get("contradictions") or []
     mism = rep["fidelity"]["mismatches"]
@@ -242,6 +253,25 @@ def _wrong(results: list[dict]) -> list[str]:
     return out
 
 
+def _by_tag(results: list[dict]) -> list[str]:
+    """Per tag of the worlds, how many of its worlds differ in each row: which part of
+    the logs the differences come with."""
+    rows = [k for k in (results[0].get("rows") or {}) if k] if results else []
+    tags = sorted({t for r in results for t in r["tags"]} | {"(no tag)"})
+    out = [
+        "",
+        "Worlds with a wrong row, by tag (tagged worlds: wrong / all):",
+        "| tag | worlds | " + " | ".join(rows) + " |",
+        "|---|---:|" + "---:|" * len(rows),
+    ]
+    for tag in tags:
+        mine = [r for r in results if "rows" in r and
+                (tag in r["tags"] or (tag == "(no tag)" and not r["tags"]))]  # fmt: skip
+        cells = [str(sum(1 for r in mine if r["rows"].get(k, "").endswith("wrong"))) for k in rows]
+        out.append(f"| {tag} | {len(mine)} | " + " | ".join(cells) + " |")
+    return out
+
+
 def _worlds_mix(results: list[dict]) -> str:
     n = len(results)
     out = sum(1 for r in results if r["outside"])
@@ -279,7 +309,7 @@ def main(argv: list[str] | None = None) -> int:
             (paths[0].parent / "replay.json").write_text(json.dumps(rep, indent=1) + "\n")
         results.append(j)
     print(_worlds_mix(results))
-    print("\n".join(_table(results) + _wrong(results)))
+    print("\n".join(_table(results) + _by_tag(results) + _wrong(results)))
     summary = {"worlds": len(results), "seed": args.seed, "table": _table(results),
                "results": results}  # fmt: skip
     (root / "summary.json").write_text(json.dumps(summary, indent=1, default=str) + "\n")
