@@ -279,6 +279,11 @@ def tags(w: World) -> tuple[str, ...]:
     """What a reader of the logs has to work out, per world:
 
     * ``outside``: memory taken outside the adder before the crash;
+    * ``outside_unseen``: an outside allocation that took nothing before the crash
+      (nothing was left to take, or it comes later): the logs cannot show it, yet a
+      policy that runs longer or leaves more memory meets it;
+    * ``outside_with_transfers``: memory taken outside the adder in the victim's life
+      while KV transfers also ended: the logs show only the net of the two;
     * ``memory_back_in_silence``: a round that printed no adder line ran a piece larger
       than what the round before it left (a KV transfer ended in between: only the
       piece's size shows it);
@@ -292,8 +297,11 @@ def tags(w: World) -> tuple[str, ...]:
       that follow is low by the lock.
     """
     out = []
-    if w.taken:
+    if any(tk.tokens for tk in w.taken):
         out.append("outside")
+    pending = any(isinstance(ev, Outside) for _t, _o, ev in w.future)
+    if pending or any(not tk.tokens for tk in w.taken):
+        out.append("outside_unseen")
     recs = w.records
     back = [
         (a, b)
@@ -305,6 +313,12 @@ def tags(w: World) -> tuple[str, ...]:
     block = w.cfg.align or 256
     if any(_silent(a) and not _wrote(a, block) for a, _b in back):
         out.append("memory_back_after_in_block")
+    start = _admitted_at(w)
+    if start is not None and "outside" in out:
+        t0, t1 = recs[start].t_start, recs[-1].t_start
+        took = any(t0 < tk.at <= t1 and tk.tokens for tk in w.taken)
+        if took and any(t0 < at <= t1 for at, _n in w.transfers_done):
+            out.append("outside_with_transfers")
     refused = [r for r in recs if r.oom is None and _refused_lock(r)]
     if any(r.steps[-1].baseline < _pages_of(r, w.cfg.page) for r in refused):
         out.append("refused_lock_below")

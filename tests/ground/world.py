@@ -179,6 +179,7 @@ class World:
     oom: Oom | None = None
     stop_arrivals_at: float | None = None
     outside_pages: int = 0  # held outside the adder now
+    transfers_done: list[tuple[float, int]] = field(default_factory=list)  # (time, slots)
 
     # -- the pool and the prefix cache -------------------------------------------------
     def evictable(self) -> int:
@@ -250,6 +251,7 @@ class World:
                 return
             if ti <= tf:
                 _, _, req = heapq.heappop(self.inflight)
+                self.transfers_done.append((ti, req.pages * self.cfg.page))
                 self.release(req)
                 continue
             at, _, ev = heapq.heappop(self.future)
