@@ -210,6 +210,9 @@ def _first_round(w: World, rid: str) -> int:
 
 
 def _counterfactuals(w0: World, w: World, meta: Meta) -> Played:
+    """Every policy from the start of the victim's first round, on the same future: the
+    same transfer times and outside allocation, and the same arrivals up to the crash
+    (the question is what the crash's own traffic would have done under the fix)."""
     oom = w.oom
     assert oom is not None
     start = _first_round(w, oom.rid)

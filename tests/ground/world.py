@@ -11,7 +11,6 @@ outside the adder.
 
 from __future__ import annotations
 
-import copy
 import heapq
 from dataclasses import dataclass, field
 
@@ -84,7 +83,6 @@ class Req:
     done: int = 0  # end of the last piece allocated
     pages: int = 0  # pages the request holds itself (not its locked prefix)
     locked: str | None = None
-    first_round: int | None = None
 
     @property
     def rid(self) -> str:
@@ -278,9 +276,6 @@ class World:
         ti = self.inflight[0][0] if self.inflight else float("inf")
         return min(tf, ti)
 
-    def snapshot(self) -> World:
-        return copy.deepcopy(self)
-
     def unaccounted(self) -> int:
         """Pages of the pool that are neither free, cached, held by a request (running,
         chunked or in transfer) nor taken outside: 0 between rounds."""
@@ -414,7 +409,6 @@ def run_round(w: World) -> RoundRec:
             res = adder.add_one(req)
             if adder.steps[-1].decision != "rejected":
                 w.queue.remove(req)
-                req.first_round = index if req.first_round is None else req.first_round
             if res != CONTINUE:
                 break
     pieces = tuple((r.rid, s, e, new) for r, s, e, new in adder.pieces)
