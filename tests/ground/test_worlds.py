@@ -3,19 +3,32 @@ rendered logs read back by the project's reader."""
 
 from __future__ import annotations
 
+import copy
 import heapq
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
+from hypothesis import Phase, given, settings
+from hypothesis import strategies as st
 
+from tests.ground.draw import draw, play
+from tests.ground.render import write_logs
 from tests.ground.world import (
     NO_TOKEN,
     POLICIES,
     Entry,
+    Outside,
     Settings,
     Spec,
     World,
     run,
 )
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _world(
@@ -123,3 +136,137 @@ def test_postmortem_example_fixed():
     assert (c.decision, c.result) == ("rejected", NO_TOKEN)
     assert w.oom is None
     assert any(p[0] == "B" and p[2] == 8000 for r in w.records for p in r.pieces)
+
+
+POSTMORTEM_UNIT = Settings(
+    page=64, align=256, chunk=704, pool=8192, max_prefill=704, overhead_s=1.0,
+    tokens_per_s=1e9, horizon_s=50.0,
+)  # fmt: skip
+
+
+@pytest.mark.parametrize(("policy", "admitted"), [("prefix", True), ("fixed", False)])
+def test_truncated_tail_blocks_host_load_back(policy, admitted):
+    # L is cut to 512 of the 704 (align 256), leaving 192: C computes 76 but loads 1024
+    specs = [_spec("L", 2000), _spec("C", 1100, cached=1024)]
+    w = _world(policy, POSTMORTEM_UNIT, 3200, {}, specs)
+    run(w, stop_after=0)
+    _l, c = w.records[0].steps
+    assert (c.decision != "rejected") is admitted
+    assert w.free * 64 == (3200 - 1024 - 512 - 128 if admitted else 3200 - 512)
+
+
+@pytest.mark.parametrize(("policy", "admitted"), [("prefix", True), ("fixed", False)])
+def test_resumed_chunk_tail_blocks_waiting_admission(policy, admitted):
+    late = Spec("W", "test", 0.5, 150, None, 0, 0, 100.0)
+    w = _world(policy, POSTMORTEM_UNIT, 1700, {}, [_spec("L", 1500), late])
+    run(w, stop_after=1)
+    resumed, waiting = w.records[1].steps
+    assert (resumed.call, resumed.start, resumed.end) == ("add_chunked_req", 512, 1024)
+    assert (waiting.decision != "rejected") is admitted
+
+
+def test_refused_request_releases_its_lock():
+    # B's device prefix is locked for its check, which fails: the lock goes again
+    specs = [_spec("A", 3000), _spec("B", 6000, group="g", group_len=1024, cached=1024)]
+    w = _world("prefix", SMALL, 4096, {"g": 1024}, specs)
+    run(w, stop_after=0)
+    _a, b = w.records[0].steps
+    assert (b.decision, b.result, b.device_prefix) == ("rejected", NO_TOKEN, 1024)
+    assert b.baseline == w.records[0].steps[0].baseline - 1024
+    assert w.cache["g"].locks == 0
+    assert w.evictable() == 1024
+
+
+@pytest.mark.parametrize("seed", [3, 11])
+def test_prefix_from_the_snapshot_crashes_as_from_the_start(seed):
+    p = play(seed)
+    assert p.policies["prefix"].oom == p.world.oom
+    assert p.policies["prefix"].end == "oom"
+
+
+def test_outside_allocation_crashes_fixed_but_not_park():
+    # L's later pieces run silently; 40000 slots go outside the adder between two of them
+    cfg = Settings(
+        page=64, align=256, chunk=4096, pool=65536, max_prefill=4096, overhead_s=1.0,
+        tokens_per_s=1e9, horizon_s=100.0,
+    )  # fmt: skip
+    w = _world("prefix", cfg, 65536, {}, [_spec("L", 40000)])
+    heapq.heappush(w.future, (2.5, -1, Outside(2.5, 40000, 10.0)))
+    runs = {}
+    for policy in ("prefix", "fixed", "park"):
+        v = copy.deepcopy(w)
+        v.rules = POLICIES[policy]
+        runs[policy] = (run(v), v.oom)
+    assert runs["prefix"][0] == runs["fixed"][0] == "oom"
+    assert runs["prefix"][1].forced and runs["prefix"][1].rid == "L"
+    assert runs["park"] == ("drained", None)
+
+
+@pytest.mark.parametrize(("seed", "outside"), [(5, False), (8, True)])
+def test_every_page_is_accounted_for_between_rounds(seed, outside):
+    w, _meta = draw(seed, 0, outside=False, setting=seed)
+    if outside:
+        heapq.heappush(w.future, (20.0, -1, Outside(20.0, 40000, 15.0)))
+    assert w.unaccounted() == 0
+    while w.oom is None and w.t < 120.0:
+        end = run(w, stop_after=w.next_round)
+        if w.oom is None:
+            assert w.unaccounted() == 0, f"round {w.next_round - 1}"
+        if end != "stopped":
+            break
+    assert w.next_round > 50
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "kvforensics", *args, "--no-progress"],
+        capture_output=True, text=True, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
+        timeout=300,
+    )  # fmt: skip
+
+
+def _oom(o) -> dict:
+    return {"round": o.round, "rid": o.rid, "tokens": o.tokens, "available": o.available}
+
+
+# What a reader has to work out beyond the logged lines (see draw.tags); the project's
+# rebuild does not yet count every round or baseline right in these, so the exact round
+# count and the absence of contradictions are asserted only for worlds without them.
+HARD = {"outside", "refused_lock_below"}
+
+
+def _exit_code(d: dict) -> int:
+    # replay's documented exits: 3 the evidence disagrees, 4 not reproduced, else 0
+    if d["contradictions"] or d["fidelity"]["mismatches"]:
+        return 3
+    return 0 if d["reproduced"] else 4
+
+
+@pytest.mark.slow
+@settings(
+    max_examples=3, deadline=None, derandomize=True, database=None,
+    phases=[Phase.explicit, Phase.generate],
+)  # fmt: skip
+@given(seed=st.integers(min_value=1, max_value=10_000), outside=st.booleans())
+def test_rendered_world_is_read_with_its_out_of_memory(seed, outside, tmp_path_factory):
+    p = play(seed, outside=outside)
+    out = tmp_path_factory.mktemp("w")
+    paths = [str(x) for x in write_logs(p.world, out, with_ms=p.meta.with_ms)]
+    assert p.world.oom is not None
+    crash = _oom(p.world.oom)
+    rep = _cli("replay", *paths, "--format", "json")
+    d = json.loads(rep.stdout)
+    assert rep.returncode == _exit_code(d), rep.stderr
+    assert d["observed_oom"]["rid"] == crash["rid"]
+    assert (d["observed_oom"]["tokens"], d["observed_oom"]["available"]) == (
+        crash["tokens"], crash["available"],
+    )  # fmt: skip
+    if HARD & set(p.tags):
+        return
+    assert d["observed_oom"] == crash
+    assert d["start_round"] == p.start_round
+    assert (d["contradictions"], d["fidelity"]["mismatches"]) == ([], [])
+    rounds = _cli("rounds", *paths, "--format", "json")
+    assert rounds.returncode == 0, rounds.stderr
+    rj = json.loads(rounds.stdout)
+    assert (rj["contradictions"], len(rj["rounds"])) == ([], len(p.world.records))

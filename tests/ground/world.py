@@ -11,7 +11,6 @@ outside the adder.
 
 from __future__ import annotations
 
-import copy
 import heapq
 from dataclasses import dataclass, field
 
@@ -84,7 +83,6 @@ class Req:
     done: int = 0  # end of the last piece allocated
     pages: int = 0  # pages the request holds itself (not its locked prefix)
     locked: str | None = None
-    first_round: int | None = None
 
     @property
     def rid(self) -> str:
@@ -178,6 +176,8 @@ class World:
     taken: list[Taken] = field(default_factory=list)
     oom: Oom | None = None
     stop_arrivals_at: float | None = None
+    outside_pages: int = 0  # held outside the adder now
+    transfers_done: list[tuple[float, int]] = field(default_factory=list)  # (time, slots)
 
     # -- the pool and the prefix cache -------------------------------------------------
     def evictable(self) -> int:
@@ -249,6 +249,7 @@ class World:
                 return
             if ti <= tf:
                 _, _, req = heapq.heappop(self.inflight)
+                self.transfers_done.append((ti, req.pages * self.cfg.page))
                 self.release(req)
                 continue
             at, _, ev = heapq.heappop(self.future)
@@ -263,18 +264,25 @@ class World:
             self.evict(want)
             got = min(want, self.free)
             self.free -= got
+            self.outside_pages += got
             self.taken.append(Taken(at, got * self.cfg.page, self.next_round))
             heapq.heappush(self.future, (at + ev.hold_s, -1, ("release", got)))
         else:
             self.free += ev[1]
+            self.outside_pages -= ev[1]
 
     def next_event(self) -> float:
         tf = self.future[0][0] if self.future else float("inf")
         ti = self.inflight[0][0] if self.inflight else float("inf")
         return min(tf, ti)
 
-    def snapshot(self) -> World:
-        return copy.deepcopy(self)
+    def unaccounted(self) -> int:
+        """Pages of the pool that are neither free, cached, held by a request (running,
+        chunked or in transfer) nor taken outside: 0 between rounds."""
+        held = sum(e.pages for e in self.cache.values()) + self.outside_pages
+        held += sum(req.pages for _t, _r, req in self.inflight)
+        held += self.chunked.pages if self.chunked is not None else 0
+        return self.cfg.pool // self.cfg.page - self.free - held
 
 
 class Adder:
@@ -401,7 +409,6 @@ def run_round(w: World) -> RoundRec:
             res = adder.add_one(req)
             if adder.steps[-1].decision != "rejected":
                 w.queue.remove(req)
-                req.first_round = index if req.first_round is None else req.first_round
             if res != CONTINUE:
                 break
     pieces = tuple((r.rid, s, e, new) for r, s, e, new in adder.pieces)
@@ -446,21 +453,29 @@ def _out_of_memory(w: World, adder: Adder, index: int, pieces) -> RoundRec:
     return rec
 
 
+def _arrivals_left(w: World) -> bool:
+    cut = w.stop_arrivals_at if w.stop_arrivals_at is not None else float("inf")
+    return any(isinstance(ev, Spec) and at <= cut for at, _o, ev in w.future)
+
+
 def busy(w: World) -> bool:
     return w.chunked is not None or bool(w.queue)
 
 
 def run(w: World, *, stop_after: int | None = None) -> str:
     """Run rounds until an out-of-memory, the horizon, or nothing left to do. Returns how
-    it ended: ``oom``, ``horizon``, ``drained`` or ``stuck``."""
+    it ended: ``oom``, ``horizon``, ``drained`` (every request ran; KV transfers may
+    still be under way) or ``stuck``."""
     while w.oom is None:
         if stop_after is not None and w.next_round > stop_after:
             return "stopped"
         w.happen_until(w.t)
         if not busy(w):
+            if not _arrivals_left(w):
+                return "drained"
             nxt = w.next_event()
-            if nxt == float("inf") or nxt > w.cfg.horizon_s:
-                return "drained" if nxt == float("inf") else "horizon"
+            if nxt > w.cfg.horizon_s:
+                return "horizon"
             w.t = nxt
             continue
         if w.t > w.cfg.horizon_s:
