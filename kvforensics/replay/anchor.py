@@ -276,7 +276,7 @@ def _fit(base, at: int, guess: int, anchor: Anchor, check, page: int) -> tuple[i
     None. Each try re-runs; what it missed corrects the size (the pieces move with it).
     A correction that moves nothing (a piece the chunk budget caps) doubles; once one try
     took too little and another too much, the size is bisected between them."""
-    tokens, low, high, last = guess, None, None, None
+    tokens, low, high, last, grow = guess, None, None, None, 1
     for _ in range(MAX_FITS):
         p = _probe(base, {at: tokens}, anchor, check)
         if p.value == anchor.value and p.why is None:
@@ -294,8 +294,8 @@ def _fit(base, at: int, guess: int, anchor: Anchor, check, page: int) -> tuple[i
             nxt = tokens + step
             tokens = nxt if low < nxt < high else low + (high - low) // 2 // page * page
         else:
-            step = step * 2 if last is not None and step == last[1] else step
-            tokens, last = tokens + step, (tokens, step)
+            grow = grow * 2 if step == last else 1
+            tokens, last = tokens + step * grow, step
     return None
 
 

@@ -89,9 +89,11 @@ def tried_seconds(chosen: float, readings: dict[str, float], lower: float | None
     by what its traffic showed)."""
     lo = lower if lower is not None else min([chosen, *readings.values()])
     hi = max([chosen, lo, *readings.values()])
-    got = {round(max(lo, 0.01), 2), round(chosen, 2), round(hi, 2)}
+    # NOTE: the chosen time is tried exactly: the policies' own runs use it, and an answer
+    # can turn between it and its rounded value
+    got = {round(max(lo, 0.01), 2), chosen, round(hi, 2)}
     got.update(round(hi * k, 2) for k in BEYOND)
-    return sorted(s for s in got if lower is None or s >= round(lower, 2))
+    return sorted(s for s in got if lower is None or s >= lower)
 
 
 def holds_for(
