@@ -3,14 +3,16 @@
 The first-token delay a fix adds is paid waiting for memory that finishing KV transfers
 give back, so it moves with the transfer time. The log supports several readings of that
 time (`TransferEstimate.alternatives`); each is re-run here under ``prefix`` and the other
-policies. A reading under which ``prefix`` no longer runs out of memory as logged is
-contradicted by the log itself, and is marked so."""
+policies. A reading under which ``prefix`` no longer runs out of memory as logged, or
+that is shorter than the log's lower bound (no transfer ended before the crash, though the
+forward runs, held to the observations there, still reproduce it), is contradicted by the
+log itself, and is marked so."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kvforensics.replay.replay import MAX_ROUNDS, ReplayResult
+from kvforensics.replay.replay import LOWER_BOUND, MAX_ROUNDS, ReplayResult
 from kvforensics.replay.verdict import first_token_delays
 
 
@@ -37,6 +39,12 @@ def _same_oom(rr: ReplayResult, got) -> bool | None:
     )
 
 
+def _fits(rr: ReplayResult, got, seconds: float) -> bool | None:
+    same = _same_oom(rr, got)
+    lower = rr.transfer.alternatives.get(LOWER_BOUND) if rr.transfer else None
+    return same if same is None or lower is None else same and seconds >= lower
+
+
 def cost_readings(rr: ReplayResult, policies: list[str]) -> list[CostReading]:
     """The run as replayed, then one re-run per other reading of the transfer time."""
     if rr.transfer is None or rr.build_node is None:
@@ -61,7 +69,7 @@ def cost_readings(rr: ReplayResult, policies: list[str]) -> list[CostReading]:
                 label=label,
                 seconds=seconds,
                 used=is_used,
-                reproduces=_same_oom(rr, base.oom),
+                reproduces=_fits(rr, base.oom, seconds),
                 ooms={
                     p: (r.oom.round, r.oom.rid, r.oom.tokens) if r.oom else None
                     for p, r in runs.items()

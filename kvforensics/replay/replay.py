@@ -37,7 +37,7 @@ from kvforensics.rounds.records import Contradiction
 from kvforensics.rounds.stream import LogStream, Narrow, narrow_rounds
 
 EXIT_OK, EXIT_INPUT, EXIT_MISMATCH, EXIT_NOT_REPRODUCED = 0, 2, 3, 4
-_LOWER = "no transfer ended before the crash (lower bound)"
+LOWER_BOUND = "no transfer ended before the crash (lower bound)"
 #: a counterfactual that never drains its queue is cut off here
 MAX_ROUNDS = 10_000
 
@@ -408,7 +408,7 @@ def _assumption_against_evidence(rr: ReplayResult, build, mark: Anchor, start: R
 def _sensitivity(rr: ReplayResult, build, timing: Timing, readings: dict[str, float]) -> None:
     """Every policy over the transfer times the log allows and the placements of the
     events found between silent rounds (``holds``)."""
-    lower = readings.get(_LOWER)
+    lower = readings.get(LOWER_BOUND)
     chosen = rr.transfer.seconds if rr.transfer else timing.transfer_latency_s
     seconds = tried_seconds(chosen, readings, lower)
     found = rr.anchoring
@@ -547,7 +547,7 @@ def _transfer_model(
     how = "given" if seconds is not None else "inferred"
     bound = _no_transfer_bound(rb, later, span, per_round)
     if bound is not None:
-        readings[_LOWER] = bound
+        readings[LOWER_BOUND] = bound
     if seconds is not None:
         notes.append(f"KV transfers take {seconds:.2f} s (given: --transfer-seconds)")
     else:
