@@ -1,0 +1,156 @@
+"""One adder round per link of the chain, as a unit test drives it: the state the round
+starts from, the calls in order, and what each gives under ``prefix`` (the code as it
+ran) and under the fix. Every round here is run through the model on both sides; a link
+whose round does not show the gap closing under the fix is left out, with the reason."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import NamedTuple
+
+from kvforensics.errors import InputError
+from kvforensics.model import PrefillNode
+from kvforensics.reproduce.case import Ask, Case, from_node
+from kvforensics.reproduce.chain import Chain, Link
+
+RESUMED = "test_resumed_chunk_tail_blocks_waiting_admission"
+#: one-round states tried when looking for a resumed piece that opens a gap
+MAX_SEARCH = 3000
+
+
+class Call(NamedTuple):
+    """One adder call and what it gave."""
+
+    call: str  # add_chunked_req | add_one_req
+    rid: str
+    decision: str  # resumed | full | truncated | rejected
+    start: int | None
+    end: int | None
+    result: str  # budget_state() after the call (what add_one_req returns)
+    load_back: int
+
+
+class RoundSpec(NamedTuple):
+    """The state one round starts from: the pool, the chunk it resumes, the queue."""
+
+    free: int
+    evictable: int
+    chunked: tuple[str, int, int] | None  # (rid, seq_len, start)
+    queue: tuple[Ask, ...]
+
+
+class LinkTest(NamedTuple):
+    name: str  # the test function
+    what: str  # what it holds, in words
+    spec: RoundSpec
+    before: tuple[Call, ...]  # under prefix
+    after: tuple[Call, ...]  # under the fix
+    victim: str
+    intruder: str
+    derived: bool  # True: a round of the reproducer's own run; False: built around it
+
+
+def state_at(case: Case, rnd: int) -> Case:
+    """The case as it stands when round ``rnd`` of its ``prefix`` run begins."""
+    node = case.node("prefix")
+    while node.round < rnd:
+        node.step()
+    return from_node(node, case.name)
+
+
+def one_round(case: Case, spec: RoundSpec, policy: str) -> tuple[Call, ...]:
+    """The adder calls of one round from ``spec`` under ``policy`` (the case's sizes and
+    profile)."""
+    node = _node(case, spec, policy)
+    steps = node.batch().adder.steps
+    return tuple(Call(s.call, s.rid, s.decision, s.start, s.end, s.budget_state,
+                      s.load_back or 0) for s in steps)  # fmt: skip
+
+
+def _node(case: Case, spec: RoundSpec, policy: str) -> PrefillNode:
+    chunked = None
+    if spec.chunked is not None:
+        rid, seq, start = spec.chunked
+        chunked = Ask(rid, seq)
+    sub = replace(case, free=spec.free, evictable=spec.evictable, waiting=spec.queue,
+                  arrivals=(), inflight=(), outside=(), chunked=chunked,
+                  chunked_done=spec.chunked[2] if spec.chunked else 0)  # fmt: skip
+    return sub.node(policy)
+
+
+def admitted(calls: tuple[Call, ...], rid: str) -> bool:
+    return any(c.rid == rid and c.decision in ("full", "truncated", "resumed") for c in calls)
+
+
+def chain_round(case: Case, chain: Chain, fix: str) -> LinkTest | str:
+    """The round where the intruder came through the gap, as the reproducer ran it."""
+    lk = chain.link
+    st = state_at(case, lk.round)
+    node = case.node("prefix")
+    rows = [s for s in node.run(lk.round + 1).ledger.rows if s.round == lk.round]
+    order = [s.rid for s in rows if s.call == "add_one_req"]
+    upto = order[: order.index(lk.intruder) + 1]
+    by_rid = {a.rid: a for a in st.waiting}
+    chunked = None
+    if st.chunked is not None:
+        chunked = (st.chunked.rid, st.chunked.seq_len, st.chunked_done)
+    spec = RoundSpec(_whole_pages(st.free, case.page), st.evictable, chunked,
+                     tuple(by_rid[r] for r in upto))  # fmt: skip
+    return _checked(case, spec, fix, lk, derived=True)
+
+
+def _whole_pages(free: int, page: int) -> int:
+    # SGLang's paged allocator counts whole free pages: the round is given as it has them
+    return free // page * page
+
+
+def _checked(case: Case, spec: RoundSpec, fix: str, lk: Link, derived: bool) -> LinkTest | str:
+    before, after = one_round(case, spec, "prefix"), one_round(case, spec, fix)
+    intruder = spec.queue[-1].rid
+    if not admitted(before, intruder):
+        return f"{intruder} is not admitted under prefix from this round's state"
+    if admitted(after, intruder):
+        return f"{intruder} is admitted under {fix} too from this round's state"
+    resumed = spec.chunked is not None and spec.chunked[0] == lk.victim and lk.call == "add_chunked_req"
+    resumed = resumed or not derived
+    loads = any(a.host_hit_len for a in spec.queue if a.rid == intruder)
+    name = (
+        RESUMED
+        if resumed
+        else "test_truncated_req_tail_blocks_host_load_back_admission"
+        if loads
+        else "test_truncated_req_tail_blocks_waiting_admission"
+    )
+    what = (
+        f"{lk.victim}'s resumed piece is still truncated: its tail keeps {intruder} out"
+        if resumed
+        else f"after {lk.victim}'s truncation {intruder} is refused"
+        + (" and init_load_back is never called" if loads else "")
+    )
+    return LinkTest(name, what, spec, before, after, lk.victim, intruder, derived)
+
+
+def resumed_round(case: Case, chain: Chain, fix: str) -> LinkTest | str:
+    """The fix's other path, built around the chain's victim when its own run has no such
+    round: the victim resumed (still truncated after this piece) with an ordinary
+    one-token request waiting; the free slots are the fewest that let that request in
+    under ``prefix``. Starts tried: the victim's own piece ends, then every page."""
+    lk = chain.link
+    page, chunk = case.page, case.size("chunked_prefill_size")
+    starts = [lk.piece[1], *range(page, lk.seq_len, page)]
+    tried = 0
+    for start in dict.fromkeys(starts):
+        if start <= 0 or start >= lk.seq_len:
+            continue
+        for free in range(page, chunk + lk.seq_len - start + 4 * page, page):
+            tried += 1
+            if tried > MAX_SEARCH:
+                return f"no state of the first {MAX_SEARCH} tried opens a gap after a resumed piece"
+            spec = RoundSpec(free, 0, (lk.victim, lk.seq_len, start), (Ask("waiting", 1),))
+            try:
+                got = _checked(case, spec, fix, lk, derived=False)
+            except InputError:
+                continue
+            if isinstance(got, LinkTest):
+                return got
+    return "no resumed piece of the victim leaves chunk budget with memory still left for a request"
