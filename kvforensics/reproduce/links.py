@@ -8,14 +8,12 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import NamedTuple
 
-from kvforensics.errors import InputError
 from kvforensics.model import PrefillNode
+from kvforensics.model.sizing import ceil_page, memory_need, resumed_piece, tail_need
 from kvforensics.reproduce.case import Ask, Case, from_node
 from kvforensics.reproduce.chain import Chain, Link
 
 RESUMED = "test_resumed_chunk_tail_blocks_waiting_admission"
-#: one-round states tried when looking for a resumed piece that opens a gap
-MAX_SEARCH = 3000
 
 
 class Call(NamedTuple):
@@ -132,25 +130,42 @@ def _checked(case: Case, spec: RoundSpec, fix: str, lk: Link, derived: bool) -> 
 
 def resumed_round(case: Case, chain: Chain, fix: str) -> LinkTest | str:
     """The fix's other path, built around the chain's victim when its own run has no such
-    round: the victim resumed (still truncated after this piece) with an ordinary
-    one-token request waiting; the free slots are the fewest that let that request in
-    under ``prefix``. Starts tried: the victim's own piece ends, then every page."""
+    round: the victim resumed and still truncated after this piece, with an ordinary
+    one-token request waiting, and the fewest free slots that let that request in under
+    ``prefix``. Tried in order: the victim's own length, then one and two chunks longer
+    (a short tail leaves no resumed truncation); the end of its truncated piece, then every
+    page as the start. The page arithmetic picks the candidates, the model confirms one."""
     lk = chain.link
     page, chunk = case.page, case.size("chunked_prefill_size")
-    starts = [lk.piece[1], *range(page, lk.seq_len, page)]
-    tried = 0
-    for start in dict.fromkeys(starts):
-        if start <= 0 or start >= lk.seq_len:
-            continue
-        for free in range(page, chunk + lk.seq_len - start + 4 * page, page):
-            tried += 1
-            if tried > MAX_SEARCH:
-                return f"no state of the first {MAX_SEARCH} tried opens a gap after a resumed piece"
-            spec = RoundSpec(free, 0, (lk.victim, lk.seq_len, start), (Ask("waiting", 1),))
-            try:
+    for seq in (lk.seq_len, lk.seq_len + chunk, lk.seq_len + 2 * chunk):
+        for start in dict.fromkeys([lk.piece[1], *range(page, seq, page)]):
+            for free in _frees(case, seq, start):
+                spec = RoundSpec(free, 0, (lk.victim, seq, start), (Ask("waiting", 1),))
                 got = _checked(case, spec, fix, lk, derived=False)
-            except InputError:
-                continue
-            if isinstance(got, LinkTest):
-                return got
-    return "no resumed piece of the victim leaves chunk budget with memory still left for a request"
+                if isinstance(got, LinkTest):
+                    return got
+    return "no resumed piece of the victim leaves chunk budget and memory for a waiting request"
+
+
+def _frees(case: Case, seq: int, start: int) -> list[int]:
+    """Free slots (whole pages) with which the piece resumed at ``start`` leaves chunk
+    budget and memory for a one-token request under ``prefix`` but not once its tail is
+    reserved (the arithmetic of ``sizing``; at most one per way the piece is sized)."""
+    page, chunk = case.page, case.size("chunked_prefill_size")
+    m, align = case.size("max_new_tokens"), case.size("align_size")
+    need = memory_need(1, m, page)
+    out = []
+    by_chunk = ceil_page(need + 1 + ceil_page(chunk, page) + page, page)
+    for free in (by_chunk, *range(page, chunk, page)):
+        size = resumed_piece(start, seq, chunk, free, align)
+        paged = ceil_page(size.end - start, page)
+        left = free - paged - page
+        if not size.truncated or chunk - paged < page or need >= left:
+            continue
+        if paged >= case.size("max_prefill_tokens"):
+            continue
+        if need >= left - tail_need(seq - size.end, page, m):
+            out.append(free)
+            if len(out) == 2:
+                break
+    return out

@@ -36,14 +36,82 @@ class Reproducer:
     def test_name(self) -> str:
         return f"test_prefill_adder_{self.shrunk.case.name.replace('-', '_')}.py"
 
+    def files(self) -> dict[str, str]:
+        """File name -> text: the scenario, and the test when there is one."""
+        out = {"reproducer.toml": self.toml}
+        if self.test_text is not None:
+            out[self.test_name] = self.test_text
+        return out
+
+    def run_commands(self, where: str) -> list[str]:
+        """How to run the emitted test: in SGLang's tree, and here against the wheel with
+        and without the fix patched in (``tests/conformance/adder_fix.py``)."""
+        if self.test_text is None:
+            return []
+        test = f"{where}/{self.test_name}"
+        here = "PYTHONPATH=tests/conformance .venv-sglang/bin/python -m pytest -p adder_fix"
+        return [
+            f"python -m pytest {test}",
+            f"{here} {test}  # fails: the code as it ran",
+            f"KVF_ADDER_FIX=tail {here} {test}  # passes: the tail charged",
+        ]
+
+    def summary(self) -> dict:
+        c, o = self.shrunk.case, self.shrunk.original
+        return {
+            "requests": len(c.requests()),
+            "requests_before": len(o.requests()),
+            "pool_size": c.pool_size,
+            "pool_size_before": o.pool_size,
+            "tried": len(self.shrunk.tried),
+            "kept": sum(t.kept for t in self.shrunk.tried),
+            "seconds": round(self.shrunk.seconds, 3),
+        }
+
+    def as_dict(self) -> dict:
+        return {
+            "source": self.source,
+            "target": self.target,
+            "fix": self.fix,
+            "cause": self.shrunk.chain.kind,
+            "story": limits.story(self.shrunk, self.fix),
+            "reduction": self.summary(),
+            "tests": [t.name for t in self.tests],
+            "omitted": list(self.omitted),
+            "keeps": list(self.keeps),
+            "drops": list(self.drops),
+            "files": list(self.files()),
+        }
+
+    def markdown(self, where: str) -> list[str]:
+        """The report's section: the reproducer, its test and the command that runs it."""
+        s = self.summary()
+        ratio = s["pool_size_before"] / s["pool_size"]
+        out = [
+            "## Reproducer",
+            "",
+            f"`kvforensics reproduce` reduced the incident to {s['requests']} request(s) on a "
+            f"pool of {s['pool_size']} slots (1/{ratio:.0f} of {s['pool_size_before']}): "
+            f"`{where}/reproducer.toml` (`kvforensics simulate {where}/reproducer.toml "
+            f"--policy prefix,{self.fix}`).",
+            "",
+            *limits.story(self.shrunk, self.fix),
+            "",
+        ]
+        if self.test_text is not None:
+            out += [f"Regression test (target {self.target}): `{where}/{self.test_name}`, "
+                    + ", ".join(f"`{t.name}`" for t in self.tests) + ". Run it:", "",
+                    "```bash", *self.run_commands(where), "```", ""]  # fmt: skip
+        out += [f"- {x}" for x in (*self.omitted, *self.keeps, *self.drops)]
+        return [*out, ""]
+
     def write(self, out: Path) -> list[Path]:
         from kvforensics.outputs import atomic_write_text
 
-        paths = [out / "reproducer.toml"]
-        atomic_write_text(paths[0], self.toml)
-        if self.test_text is not None:
-            paths.append(out / self.test_name)
-            atomic_write_text(paths[1], self.test_text)
+        paths = []
+        for name, text in self.files().items():
+            paths.append(out / name)
+            atomic_write_text(paths[-1], text)
         return paths
 
 
@@ -127,3 +195,29 @@ def _links(shrunk: Shrunk, fix: str, target: str) -> tuple[tuple[LinkTest, ...],
     else:
         omitted.append(f"no resumed-chunk test: {second}")
     return tuple(tests), tuple(omitted)
+
+
+def reproducer_for(inputs: list[Path], opts, *, target: str, fix: str) -> Reproducer:
+    """The reproducer of a scenario file or of logs (``opts``: ``cli._inputs.LogOptions``;
+    the logs are replayed as ``replay`` does, streamed)."""
+    if len(inputs) == 1 and inputs[0].suffix.lower() == ".toml":
+        from kvforensics.scenario import load_scenario
+
+        sc = load_scenario(inputs[0])
+        return make(case_from_scenario(sc, f"{sc.name}-repro"), source=str(inputs[0]),
+                    target=target, fix=fix)  # fmt: skip
+    if any(p.suffix.lower() == ".toml" for p in inputs):
+        raise InputError("reproduce takes one scenario TOML, or log files")
+    from kvforensics.replay import replay_logs
+    from kvforensics.replay.stock import StockAnalysis
+
+    kwargs = {k: v for k, v in opts.replay_kwargs().items() if k != "narrow"}
+    rr = replay_logs(inputs, [fix] if fix in POLICIES else [], stream=True, stock=True, **kwargs)
+    if isinstance(rr, StockAnalysis):
+        raise InputError(
+            "these logs have no PrefillAdder lines (an SGLang release's): the rounds cannot be "
+            "rebuilt, so there is no state to reduce; `kvforensics replay` tells what they show"
+        )
+    name = f"repro-{rr.rebuild.oom.rid}" if rr.rebuild.oom and rr.rebuild.oom.rid else "repro"
+    return make(case_from_replay(rr, name), source=", ".join(map(str, inputs)),
+                target=target, fix=fix)  # fmt: skip

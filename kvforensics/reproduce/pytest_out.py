@@ -310,13 +310,20 @@ def _said(c: Call | None) -> str:
     return f"{c.decision} [{c.start}, {c.end})" + (f", loads back {c.load_back}" if c.load_back else "")
 
 
+_BUILT = """
+        Built around the reproducer's truncated request (its run has no such round):
+        its length and start, and the free slots, are the model's first that open
+        a gap after the resumed piece; the waiting request is an ordinary one."""
+
+
 def _test(t: LinkTest) -> str:
     s = t.spec
     before = {c.rid: c for c in t.before}
     after = {c.rid: c for c in t.after}
-    lines = [f"\n    def {t.name}(self):", f'        """{t.what}."""']
+    doc = f'        """{t.what[0].upper()}{t.what[1:]}.'
+    lines = [f"\n    def {t.name}(self):", doc + ('"""' if t.derived else "")]
     if not t.derived:
-        lines.append("        # built around the reproducer's truncated request: see the module docstring")
+        lines += [_BUILT, '        """']
     lines.append(f"        adder, tree = self._adder(free={s.free}, evictable={s.evictable})")
     chunked = "None"
     if s.chunked is not None:
@@ -328,9 +335,9 @@ def _test(t: LinkTest) -> str:
         names.append(_ident(a.rid))
         lines.append(f"        {names[-1]} = {_waiting_line(a)}")
     lines.append(f"        still, results = _schedule(adder, {chunked}, [{', '.join(names)}])")
-    lines.append("        # before the fix: " + "; ".join(
-        f"{c.rid} {_said(before.get(c.rid))}" for c in t.after) + "; " +
-        "; ".join(f"{r} {_said(before[r])}" for r in before if r not in after))  # fmt: skip
+    was = [f"{c.rid} {_said(before.get(c.rid))}" for c in t.after]
+    was += [f"{r} {_said(c)}" for r, c in before.items() if r not in after]
+    lines.append("        # before the fix: " + "; ".join(was))
     for c in t.after:
         var = _ident(c.rid)
         if c.call == "add_chunked_req":
