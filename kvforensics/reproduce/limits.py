@@ -109,6 +109,6 @@ def toml_comments(s: Shrunk) -> dict[str, list[str]]:
     return {
         "config": [
             f"pool_size is free + evictable + held: {s.case.pool_size} "
-            f"(the incident's {s.original.pool_size})"
+            f"(the original's {s.original.pool_size})"
         ]
     }

@@ -38,17 +38,17 @@ class Shrunk:
     seconds: float
 
     def held_back(self) -> list[Tried]:
-        """For each size that could not go lower, the last reduction refused and why."""
-        last: dict[str, Tried] = {}
+        """For each size that could not go lower, the nearest lower value refused, and why."""
+        now = dict(self.case.sizes) | {"free": self.case.free, "evictable": self.case.evictable}
+        best: dict[str, tuple[int, Tried]] = {}
         for t in self.tried:
-            key = t.what.split(" ", 1)[0]
-            if key in _SIZE_KEYS:
-                last[key] = t
-        return [t for t in last.values() if not t.kept]
-
-
-_SIZE_KEYS = ("page_size", "align_size", "truncation_align_size", "chunked_prefill_size",
-              "max_prefill_tokens", "free", "evictable", "sizes/2")  # fmt: skip
+            key, _, change = t.what.partition(" ")
+            if t.kept or key not in now or " -> " not in change:
+                continue
+            was, to = (int(x) for x in change.split(" -> "))
+            if was == now[key] and to > best.get(key, (-1, t))[0]:
+                best[key] = (to, t)
+        return [t for _, t in best.values()]
 
 
 class Shrinker:
@@ -138,8 +138,11 @@ def _put(put: Callable[[Case, int], Case | None], case: Case, v: int) -> Case | 
 def candidates(v: int, lo: int, step: int) -> Iterator[int]:
     """``lo``, then ``v`` less half, a quarter, ... of the way down to ``lo``, each rounded
     up to a multiple of ``step`` (and at least ``lo``); each value below ``v`` once."""
-    seen: set[int] = set()
-    d = v - lo
+    if v <= lo:
+        return
+    yield lo
+    seen = {lo}
+    d = (v - lo) // 2
     while d > 0:
         c = max(lo, -(-(v - d) // step) * step)
         if c < v and c not in seen:
