@@ -103,11 +103,11 @@ def report(
         raise typer.Exit(code)
 
 
-def _reproducer(out: Path, case) -> tuple[list[str], dict[str, str]]:
+def _reproducer(out: Path, case, source: str, logs: bool) -> tuple[list[str], dict[str, str]]:
     """The reproducer's section of report.md and its files (``--reproduce``)."""
     from kvforensics.reproduce.make import make
 
-    rep = make(case, source=case.name)
+    rep = make(case, source=source, logs=logs)
     return rep.markdown(str(out)), rep.files()
 
 
@@ -128,7 +128,11 @@ def _on_logs(inputs, out, names, opts: LogOptions, round_no, title, force, repro
         history=history(rr, HISTORY_ROUNDS),
         log_notes=rr.summary.notes(),
         sizing=(rr.rebuild.cfg, rr.profile.profile),
-        reproducer=_reproducer(out, case_from_replay(rr, "repro")) if reproduce else None,
+        reproducer=(
+            _reproducer(out, case_from_replay(rr), ", ".join(map(str, inputs)), True)
+            if reproduce
+            else None
+        ),
     )
     return rr, paths
 
@@ -142,7 +146,7 @@ def _on_scenario(inputs, out, names, round_no, title, force, reproduce=False):
         from kvforensics.scenario import load_scenario
 
         sc = load_scenario(inputs[0])
-        repro = _reproducer(out, case_from_scenario(sc, f"{sc.name}-repro"))
+        repro = _reproducer(out, case_from_scenario(sc, f"{sc.name}-repro"), str(inputs[0]), False)
     return write_report(
         out,
         results,

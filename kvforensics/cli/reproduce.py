@@ -30,11 +30,15 @@ from kvforensics.reproduce.make import Reproducer, reproducer_for
 
 @app.command()
 def reproduce(
-    inputs: Annotated[list[Path], typer.Argument(help="Log files of the incident, or a scenario TOML.")],
+    inputs: Annotated[
+        list[Path], typer.Argument(help="Log files of the incident, or a scenario TOML.")
+    ],
     out: Annotated[Path, typer.Option("-o", "--out", help="Directory to write into.")] = Path(
         "reproducer"
     ),
-    policy: Annotated[str, typer.Option(help="The fix the reproducer must be avoided by.")] = "fixed",
+    policy: Annotated[
+        str, typer.Option(help="The fix the reproducer must be avoided by.")
+    ] = "fixed",
     target: Annotated[
         str, typer.Option(help="Whose adder the test runs: fork | sglang-0.5.23.")
     ] = "fork",

@@ -218,7 +218,7 @@ def write_report(
         write_frame(frame, paths[key])
         written.append(paths[key])
         files.advance()
-    for key, p in extra.items():
+    for p in extra.values():
         atomic_write_text(p, reproducer[1][p.name])
         written.append(p)
         files.advance()

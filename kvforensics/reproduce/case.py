@@ -87,7 +87,9 @@ class Case:
 
     def tables(self, description: str = "") -> dict:
         """The scenario's TOML tables (what ``parse_scenario`` and the TOML writer take)."""
-        config = {k: v for k, v in self.sizes if v or k not in ("align_size", "truncation_align_size")}
+        config = {
+            k: v for k, v in self.sizes if v or k not in ("align_size", "truncation_align_size")
+        }
         config.update(pool_size=self.pool_size, cache_kind=self.cache_kind)
         out: dict = {"name": self.name, "description": description, "profile": self.profile}
         out["config"] = config
@@ -144,8 +146,9 @@ def from_scenario(sc: Scenario) -> Case:
         evictable=sc.evictable,
         waiting=tuple(_from_spec(w) for w in sc.waiting),
         arrivals=tuple(_from_spec(a) for a in sc.arrivals),
-        inflight=tuple(Transfer(str(t["rid"]), int(t["tokens"]), float(t["done_at"]))
-                       for t in sc.inflight),  # fmt: skip
+        inflight=tuple(
+            Transfer(str(t["rid"]), int(t["tokens"]), float(t["done_at"])) for t in sc.inflight
+        ),
         chunked=chunked,
         chunked_done=int(sc.chunked["done"]) if sc.chunked else 0,
         outside=tuple(sorted((r - sc.first_round, t) for r, t in sc.outside.items())),
@@ -208,10 +211,13 @@ def from_node(node: PrefillNode, name: str) -> Case:
         free=pool.free,
         evictable=pool.evictable_size(),
         waiting=waiting,
-        arrivals=tuple(replace(_from_request(r, {}), arrival=max(0.0, r.arrival - t0))
-                       for r in node.pending_arrivals()),  # fmt: skip
-        inflight=tuple(Transfer(t.rid, held[t.rid], max(0.0, t.done_at - t0))
-                       for t in node.transfers()),  # fmt: skip
+        arrivals=tuple(
+            replace(_from_request(r, {}), arrival=max(0.0, r.arrival - t0))
+            for r in node.pending_arrivals()
+        ),
+        inflight=tuple(
+            Transfer(t.rid, held[t.rid], max(0.0, t.done_at - t0)) for t in node.transfers()
+        ),
         chunked=_from_request(chunked, {}) if chunked else None,
         chunked_done=chunked.done if chunked else 0,
         outside=tuple(sorted((r - r0, t) for r, t in node.outside.items() if r >= r0)),
@@ -226,6 +232,8 @@ def _from_request(r, entries: dict[str, int]) -> Ask:
     holds its own entry for it (a scenario carves ``ceil_page(prefix)`` for it)."""
     own = entries.get(f"prefix:{r.rid}")
     if r.prefix_keys and len(r.prefix_keys) > 1:
-        raise InputError(f"{r.rid}: a prefix shared with another request has no place in a scenario")
+        raise InputError(
+            f"{r.rid}: a prefix shared with another request has no place in a scenario"
+        )
     return Ask(r.rid, r.seq_len, r.device_prefix, r.host_hit, r.arrival,
                own is not None or not r.device_prefix)  # fmt: skip

@@ -101,9 +101,13 @@ def find_link(pre: RunResult, fixed: RunResult) -> Link | None:
         if not (t.rid == victim and t.round <= last and _truncated(t) and t.rem_chunk_after > 0):
             continue
         for s in rows:
-            if s.round == t.round and s.step > t.step and s.decision in ("full", "truncated"):
-                if (s.round, s.rid) in refused or (s.round, s.rid) not in seen:
-                    return _link(t, s)
+            later = s.round == t.round and s.step > t.step
+            if (
+                later
+                and s.decision in ("full", "truncated")
+                and ((s.round, s.rid) in refused or (s.round, s.rid) not in seen)
+            ):
+                return _link(t, s)
     return None
 
 

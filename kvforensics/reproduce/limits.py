@@ -59,7 +59,7 @@ def keeps(s: Shrunk, fix: str) -> tuple[str, ...]:
     )  # fmt: skip
 
 
-def drops(s: Shrunk, source: str) -> tuple[str, ...]:
+def drops(s: Shrunk, logs: bool) -> tuple[str, ...]:
     """The incident's facts the reproducer leaves out, counted."""
     a, b = s.original, s.case
     out = []
@@ -88,7 +88,7 @@ def drops(s: Shrunk, source: str) -> tuple[str, ...]:
         key, _, change = t.what.partition(" ")
         out.append(f"Keeps {key} at {change.split(' -> ')[0]}: at {change.split(' -> ')[-1]} "
                    f"{t.why}.")  # fmt: skip
-    if source.endswith((".log", ".gz")) or "," in source:
+    if logs:
         out.append("Drops what only the logs hold: the rounds before the start round, the "
                    "other ranks' lines, the AttentionStore writes and the timestamps.")  # fmt: skip
     return tuple(out)

@@ -68,7 +68,7 @@ def one_round(case: Case, spec: RoundSpec, policy: str) -> tuple[Call, ...]:
 def _node(case: Case, spec: RoundSpec, policy: str) -> PrefillNode:
     chunked = None
     if spec.chunked is not None:
-        rid, seq, start = spec.chunked
+        rid, seq, _ = spec.chunked
         chunked = Ask(rid, seq)
     sub = replace(case, free=spec.free, evictable=spec.evictable, waiting=spec.queue,
                   arrivals=(), inflight=(), outside=(), chunked=chunked,
@@ -109,7 +109,9 @@ def _checked(case: Case, spec: RoundSpec, fix: str, lk: Link, derived: bool) -> 
         return f"{intruder} is not admitted under prefix from this round's state"
     if admitted(after, intruder):
         return f"{intruder} is admitted under {fix} too from this round's state"
-    resumed = spec.chunked is not None and spec.chunked[0] == lk.victim and lk.call == "add_chunked_req"
+    resumed = (
+        spec.chunked is not None and spec.chunked[0] == lk.victim and lk.call == "add_chunked_req"
+    )
     resumed = resumed or not derived
     loads = any(a.host_hit_len for a in spec.queue if a.rid == intruder)
     name = (

@@ -115,8 +115,9 @@ class Reproducer:
         return paths
 
 
-def case_from_replay(rr, name: str) -> Case:
-    """The replay's start state, when its cause is one ``reproduce`` reduces."""
+def case_from_replay(rr, name: str | None = None) -> Case:
+    """The replay's start state, when its cause is one ``reproduce`` reduces (named after
+    the request that ran out of memory unless ``name`` is given)."""
     held = [c.id for c in rr.causes if c.held]
     if not rr.rebuild.oom or rr.build_node is None:
         raise InputError("these logs show no out-of-memory to reproduce")
@@ -125,7 +126,7 @@ def case_from_replay(rr, name: str) -> Case:
             "reproduce reduces an unreserved tail or an outside allocation; the causes held "
             f"here are: {', '.join(held) or 'none'}"
         )
-    return from_node(rr.build_node("prefix"), name)
+    return from_node(rr.build_node("prefix"), name or f"repro-{rr.rebuild.oom.rid or 'oom'}")
 
 
 def case_from_scenario(sc, name: str) -> Case:
@@ -139,14 +140,20 @@ def for_target(case: Case, target: str) -> Case:
         raise InputError(f"unknown --target {target!r}; choose from {', '.join(TARGETS)}")
     if target == "fork":
         if case.profile != "fork":
-            raise InputError(f"{case.name}: its profile is {case.profile}; --target fork needs the fork's")
+            raise InputError(
+                f"{case.name}: its profile is {case.profile}; --target fork needs the fork's"
+            )
         return case
     align = case.size("truncation_align_size") or case.size("align_size")
     moved = case.with_sizes(align_size=0, truncation_align_size=align)
     return replace(moved, profile=target)
 
 
-def make(case: Case, *, source: str, target: str = "fork", fix: str = "fixed") -> Reproducer:
+def make(
+    case: Case, *, source: str, target: str = "fork", fix: str = "fixed", logs: bool = False
+) -> Reproducer:
+    """The reproducer of ``case`` (``logs``: it is a replay's start state, so what only the
+    logs hold is among what it drops)."""
     if fix not in POLICIES or fix == "prefix":
         others = ", ".join(p for p in POLICIES if p != "prefix")
         raise InputError(f"unknown --policy {fix!r} for the fix; choose from {others}")
@@ -158,7 +165,7 @@ def make(case: Case, *, source: str, target: str = "fork", fix: str = "fixed") -
         )
     shrunk = Shrinker(start, fix).run()
     tests, omitted = _links(shrunk, fix, target)
-    keeps, drops = limits.keeps(shrunk, fix), limits.drops(shrunk, source)
+    keeps, drops = limits.keeps(shrunk, fix), limits.drops(shrunk, logs)
     toml = dumps(shrunk.case.tables(limits.description(shrunk, fix, source)),
                  limits.toml_comments(shrunk))  # fmt: skip
     text = None
@@ -174,9 +181,10 @@ def _links(shrunk: Shrunk, fix: str, target: str) -> tuple[tuple[LinkTest, ...],
     chain = shrunk.chain
     if chain.kind == OUTSIDE:
         tokens = sum(t for _, t in chain.outside)
+        still = f"; under {fix} it runs out of memory too" if chain.fix_oom else ""
         return (), (
-            f"the memory was taken outside the adder ({tokens} tokens): no adder change can "
-            "guard it, so no adder test is emitted; the scenario alone reproduces it",
+            f"the memory was taken outside the adder ({tokens} tokens{still}): no adder test "
+            "can guard it, so none is emitted; the scenario alone reproduces it",
         )
     tests, omitted = [], []
     first = chain_round(shrunk.case, chain, fix)
@@ -218,6 +226,5 @@ def reproducer_for(inputs: list[Path], opts, *, target: str, fix: str) -> Reprod
             "these logs have no PrefillAdder lines (an SGLang release's): the rounds cannot be "
             "rebuilt, so there is no state to reduce; `kvforensics replay` tells what they show"
         )
-    name = f"repro-{rr.rebuild.oom.rid}" if rr.rebuild.oom and rr.rebuild.oom.rid else "repro"
-    return make(case_from_replay(rr, name), source=", ".join(map(str, inputs)),
-                target=target, fix=fix)  # fmt: skip
+    return make(case_from_replay(rr), source=", ".join(map(str, inputs)), target=target,
+                fix=fix, logs=True)  # fmt: skip

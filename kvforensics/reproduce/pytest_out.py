@@ -263,7 +263,7 @@ def _schedule(adder, chunked, queue):
 ''',
 }
 
-_CLASS = '''
+_CLASS = """
 
 class TestPrefillAdderUnreservedTail(unittest.TestCase):
     def setUp(self):
@@ -283,7 +283,7 @@ class TestPrefillAdderUnreservedTail(unittest.TestCase):
             rem_chunk_tokens=CHUNKED_PREFILL_SIZE,
         )
         return adder, tree
-'''
+"""
 
 
 def _ident(rid: str) -> str:
@@ -307,7 +307,9 @@ def _said(c: Call | None) -> str:
         return "not looked at"
     if c.decision == "rejected":
         return f"refused, {c.result}"
-    return f"{c.decision} [{c.start}, {c.end})" + (f", loads back {c.load_back}" if c.load_back else "")
+    return f"{c.decision} [{c.start}, {c.end})" + (
+        f", loads back {c.load_back}" if c.load_back else ""
+    )
 
 
 _BUILT = """
@@ -352,10 +354,14 @@ def _test(t: LinkTest) -> str:
             lines.append(f"        self.assertIn({var}, adder.can_run_list)")
             lines.append(f"        self.assertEqual(_piece({var}), ({c.start}, {c.end}))")
     if t.intruder not in after:
-        lines.append(f"        self.assertNotIn({t.intruder!r}, results)  # the queue never reached it")
+        lines.append(
+            f"        self.assertNotIn({t.intruder!r}, results)  # the queue never reached it"
+        )
         lines.append(f"        self.assertNotIn({_ident(t.intruder)}, adder.can_run_list)")
     if any(a.host_hit_len for a in s.queue if a.rid == t.intruder):
-        lines.append(f"        self.assertNotIn({t.intruder!r}, tree.load_back_calls)  # init_load_back not called")
+        lines.append(
+            f"        self.assertNotIn({t.intruder!r}, tree.load_back_calls)  # init_load_back not called"
+        )
     return "\n".join(lines) + "\n"
 
 

@@ -245,7 +245,11 @@ def _set_page(c: Case, v: int) -> Case | None:
 def halved(c: Case) -> Case | None:
     """Every size and length of the case halved at once (page, aligns, budgets, pool,
     requests): the chain's proportions kept. None when a size is odd."""
-    if any(v % 2 for _, v in c.sizes if v and _ != "max_new_tokens") or c.free % 2 or c.evictable % 2:
+    if (
+        any(v % 2 for _, v in c.sizes if v and _ != "max_new_tokens")
+        or c.free % 2
+        or c.evictable % 2
+    ):
         return None
 
     def ask(a: Ask) -> Ask:
