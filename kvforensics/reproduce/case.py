@@ -71,10 +71,9 @@ class Case:
         return self.size("page_size")
 
     def held(self) -> int:
-        """Slots requests own at the start: KV in transfer and the chunk's computed part."""
-        chunk = 0
-        if self.chunked is not None:
-            chunk = ceil_page(self.chunked_done, self.page) - self.chunked.prefix_len
+        """Slots neither free nor evictable at the start: KV in transfer, and the resumed
+        chunk's computed part with the device prefix it locks."""
+        chunk = ceil_page(self.chunked_done, self.page) if self.chunked is not None else 0
         return sum(t.tokens for t in self.inflight) + chunk
 
     @property
@@ -195,8 +194,11 @@ def from_node(node: PrefillNode, name: str) -> Case:
     chunked = node.chunked
     held = dict(pool.held)
     carried = {t.rid for t in node.transfers()}
-    if set(held) - carried - ({chunked.rid} if chunked else set()) or pool.used() != sum(
-        held.values()
+    # the chunk's device prefix is locked cache: in use, held by nobody
+    locked = sum(pool.cached(k) for k in chunked.prefix_keys) if chunked else 0
+    if (
+        set(held) - carried - ({chunked.rid} if chunked else set())
+        or pool.used() != sum(held.values()) + locked
     ):
         raise InputError(
             f"{name}: slots held outside transfers and the chunk (locked shared prefixes) "
