@@ -11,7 +11,7 @@ from typing import NamedTuple
 from kvforensics.model import PrefillNode
 from kvforensics.model.sizing import ceil_page, memory_need, resumed_piece, tail_need
 from kvforensics.reproduce.case import Ask, Case, from_node
-from kvforensics.reproduce.chain import Chain, Link
+from kvforensics.reproduce.chain import Chain
 
 RESUMED = "test_resumed_chunk_tail_blocks_waiting_admission"
 
@@ -94,7 +94,7 @@ def chain_round(case: Case, chain: Chain, fix: str) -> LinkTest | str:
         chunked = (st.chunked.rid, st.chunked.seq_len, st.chunked_done)
     spec = RoundSpec(_whole_pages(st.free, case.page), st.evictable, chunked,
                      tuple(by_rid[r] for r in upto))  # fmt: skip
-    return _checked(case, spec, fix, lk, derived=True)
+    return _checked(case, spec, fix, lk.victim, lk.call == "add_chunked_req", derived=True)
 
 
 def _whole_pages(free: int, page: int) -> int:
@@ -102,32 +102,28 @@ def _whole_pages(free: int, page: int) -> int:
     return free // page * page
 
 
-def _checked(case: Case, spec: RoundSpec, fix: str, lk: Link, derived: bool) -> LinkTest | str:
+def _checked(
+    case: Case, spec: RoundSpec, fix: str, victim: str, resumed: bool, derived: bool
+) -> LinkTest | str:
+    """The link's test when ``spec``'s last queued request gets in under ``prefix`` and not
+    under ``fix`` (``resumed``: the gap is a resumed piece's), else why not."""
     before, after = one_round(case, spec, "prefix"), one_round(case, spec, fix)
     intruder = spec.queue[-1].rid
     if not admitted(before, intruder):
         return f"{intruder} is not admitted under prefix from this round's state"
     if admitted(after, intruder):
         return f"{intruder} is admitted under {fix} too from this round's state"
-    resumed = (
-        spec.chunked is not None and spec.chunked[0] == lk.victim and lk.call == "add_chunked_req"
-    )
-    resumed = resumed or not derived
     loads = any(a.host_hit_len for a in spec.queue if a.rid == intruder)
-    name = (
-        RESUMED
-        if resumed
-        else "test_truncated_req_tail_blocks_host_load_back_admission"
-        if loads
-        else "test_truncated_req_tail_blocks_waiting_admission"
-    )
-    what = (
-        f"{lk.victim}'s resumed piece is still truncated: its tail keeps {intruder} out"
-        if resumed
-        else f"after {lk.victim}'s truncation {intruder} is refused"
-        + (" and init_load_back is never called" if loads else "")
-    )
-    return LinkTest(name, what, spec, before, after, lk.victim, intruder, derived)
+    if resumed:
+        name = RESUMED
+        what = f"{victim}'s resumed piece is still truncated: its tail keeps {intruder} out"
+    else:
+        name = (
+            f"test_truncated_req_tail_blocks_{'host_load_back' if loads else 'waiting'}_admission"
+        )
+        what = f"after {victim}'s truncation {intruder} is refused"
+    what += " and init_load_back is never called" if loads else ""
+    return LinkTest(name, what, spec, before, after, victim, intruder, derived)
 
 
 def resumed_round(case: Case, chain: Chain, fix: str) -> LinkTest | str:
@@ -143,7 +139,7 @@ def resumed_round(case: Case, chain: Chain, fix: str) -> LinkTest | str:
         for start in dict.fromkeys([lk.piece[1], *range(page, seq, page)]):
             for free in _frees(case, seq, start):
                 spec = RoundSpec(free, 0, (lk.victim, seq, start), (Ask("waiting", 1),))
-                got = _checked(case, spec, fix, lk, derived=False)
+                got = _checked(case, spec, fix, lk.victim, resumed=True, derived=False)
                 if isinstance(got, LinkTest):
                     return got
     return "no resumed piece of the victim leaves chunk budget and memory for a waiting request"
