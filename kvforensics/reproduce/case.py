@@ -194,16 +194,10 @@ def from_node(node: PrefillNode, name: str) -> Case:
     chunked = node.chunked
     held = dict(pool.held)
     carried = {t.rid for t in node.transfers()}
-    # the chunk's device prefix is locked cache: in use, held by nobody
-    locked = sum(pool.cached(k) for k in chunked.prefix_keys) if chunked else 0
-    if (
-        set(held) - carried - ({chunked.rid} if chunked else set())
-        or pool.used() != sum(held.values()) + locked
-    ):
-        raise InputError(
-            f"{name}: slots held outside transfers and the chunk (locked shared prefixes) "
-            "have no place in a scenario file yet"
-        )
+    # Slots in use that no request holds (a locked prefix, a pool's rounding) stay out of
+    # the case's pool: they are neither free nor evictable for the rounds it runs.
+    if set(held) - carried - ({chunked.rid} if chunked else set()):
+        raise InputError(f"{name}: slots held by a request neither in transfer nor resumed")
     t0, r0 = node.now, node.round
     case = Case(
         name=name,

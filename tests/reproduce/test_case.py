@@ -67,3 +67,19 @@ def test_the_toml_writer_refuses_what_would_not_load():
 def test_reproduce_takes_the_log_input_flags():
     have = flags("reproduce")
     assert have >= INPUT_FLAGS and {"--policy", "--target", "-o"} <= have
+
+
+def test_a_resumed_chunk_at_the_start_is_reduced_through_its_resumed_gap():
+    """``late_gap`` caught at round 1: the victim resumes first and the intruder comes in
+    after its resumed piece; the reduction keeps that call as the gap."""
+    from kvforensics.reproduce.shrink import Shrinker
+    from kvforensics.synth.incidents import INCIDENTS
+
+    node = INCIDENTS["late_gap"]().build("prefix")
+    node.step()
+    case = from_node(node, "late-gap-mid")
+    assert case.chunked.rid == "as-b" and case.chunked_done > 0
+    sh = Shrinker(case, "fixed").run()
+    lk = sh.chain.link
+    assert lk.call == "add_chunked_req" and lk.victim == "as-b" and lk.intruder == "as-c"
+    assert sh.case.chunked is not None and len(sh.case.requests()) == 2
