@@ -322,7 +322,7 @@ def _test(t: LinkTest) -> str:
     s = t.spec
     before = {c.rid: c for c in t.before}
     after = {c.rid: c for c in t.after}
-    doc = f'        """{t.what[0].upper()}{t.what[1:]}.'
+    doc = f'        """With the tail charged, {t.what}.'
     lines = [f"\n    def {t.name}(self):", doc + ('"""' if t.derived else "")]
     if not t.derived:
         lines += [_BUILT, '        """']
