@@ -42,6 +42,7 @@ from kvforensics.cli import (  # noqa: E402
     parse,  # noqa: F401
     replay,  # noqa: F401
     report,  # noqa: F401
+    reproduce,  # noqa: F401
     rounds,  # noqa: F401
     scan,  # noqa: F401
     simulate,  # noqa: F401

@@ -30,6 +30,7 @@ from kvforensics.report import manifest
 from kvforensics.report.inputs import are_logs, replay_inputs, scenario_runs
 from kvforensics.report.report import write_report
 from kvforensics.report.story import HISTORY_ROUNDS, history, log_report
+from kvforensics.reproduce.make import case_from_replay, case_from_scenario
 
 #: why a report on logs exits non-zero (the codes replay uses)
 EXIT_WHY = {
@@ -65,6 +66,14 @@ def report(
     since: Since = None,
     until: Until = None,
     profile: ProfileName = None,
+    reproduce: Annotated[
+        bool,
+        typer.Option(
+            "--reproduce",
+            help="Also write the smallest reproducer (`kvforensics reproduce`: scenario and "
+            "adder test, fork's rules, fixed) beside it, with a section in report.md.",
+        ),
+    ] = False,
     no_progress: NoProgress = False,
 ) -> None:
     """Write report.md, figures, ledgers and events (Parquet and CSV) for a replay or a scenario.
@@ -82,9 +91,9 @@ def report(
     )  # fmt: skip
     with opts.stages():
         if are_logs(inputs):
-            rr, paths = _on_logs(inputs, out, names, opts, round_no, title, force)
+            rr, paths = _on_logs(inputs, out, names, opts, round_no, title, force, reproduce)
         else:
-            paths = _on_scenario(inputs, out, names, round_no, title, force)
+            paths = _on_scenario(inputs, out, names, round_no, title, force, reproduce)
     for p in paths:
         console.print(str(p), highlight=False)
     if are_logs(inputs):
@@ -94,7 +103,15 @@ def report(
         raise typer.Exit(code)
 
 
-def _on_logs(inputs, out, names, opts: LogOptions, round_no, title, force):
+def _reproducer(out: Path, case, source: str, logs: bool) -> tuple[list[str], dict[str, str]]:
+    """The reproducer's section of report.md and its files (``--reproduce``)."""
+    from kvforensics.reproduce.make import make
+
+    rep = make(case, source=source, logs=logs)
+    return rep.markdown(str(out)), rep.files()
+
+
+def _on_logs(inputs, out, names, opts: LogOptions, round_no, title, force, reproduce=False):
     """Replay the logs and write their report: (the replay, the files written)."""
     rr, results = replay_inputs(inputs, names, **opts.replay_kwargs())
     head, story, evidence = log_report(rr, names, inputs)
@@ -111,14 +128,25 @@ def _on_logs(inputs, out, names, opts: LogOptions, round_no, title, force):
         history=history(rr, HISTORY_ROUNDS),
         log_notes=rr.summary.notes(),
         sizing=(rr.rebuild.cfg, rr.profile.profile),
+        reproducer=(
+            _reproducer(out, case_from_replay(rr), ", ".join(map(str, inputs)), True)
+            if reproduce
+            else None
+        ),
     )
     return rr, paths
 
 
-def _on_scenario(inputs, out, names, round_no, title, force):
+def _on_scenario(inputs, out, names, round_no, title, force, reproduce=False):
     if len(inputs) != 1:
         raise InputError("report takes one scenario, or log files")
     results, sizing = scenario_runs(inputs[0], names)
+    repro = None
+    if reproduce:
+        from kvforensics.scenario import load_scenario
+
+        sc = load_scenario(inputs[0])
+        repro = _reproducer(out, case_from_scenario(sc, f"{sc.name}-repro"), str(inputs[0]), False)
     return write_report(
         out,
         results,
@@ -127,4 +155,5 @@ def _on_scenario(inputs, out, names, round_no, title, force):
         inputs=inputs,
         force=force,
         sizing=sizing,
+        reproducer=repro,
     )

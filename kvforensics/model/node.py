@@ -314,6 +314,14 @@ class PrefillNode:
             t = min(t, max(self._inflight[0][0], self.hold_until))
         return t
 
+    def transfers(self) -> list[Inflight]:
+        """The KV still being sent, in the order the transfers end."""
+        return [item for _, _, item in sorted(self._inflight, key=lambda t: (t[0], t[1]))]
+
+    def pending_arrivals(self) -> list[Request]:
+        """The requests that have not reached the queue yet, in arrival order."""
+        return self._arrivals[self._next_arrival :]
+
     def inflight_count(self) -> int:
         """Requests whose KV is still being sent (what ``#inflight-req`` prints)."""
         return len(self._inflight)

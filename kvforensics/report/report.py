@@ -169,6 +169,7 @@ def write_report(
     history: list[tuple[int, int]] = (),
     log_notes: Sequence[str] | None = None,
     sizing: tuple[Config, Profile] | None = None,
+    reproducer: tuple[Sequence[str], Mapping[str, str]] | None = None,
 ) -> list[Path]:
     """Write the attachment into `out_dir`; returns the files written (report.md first).
 
@@ -179,7 +180,8 @@ def write_report(
     pool use logged before the first round, drawn as context. ``log_notes``: what the
     reader could not read in the logs (cut files, unreadable lines), in a section.
     ``sizing``: the configuration and model profile the runs used (what the books' legend
-    says the memory need counts)."""
+    says the memory need counts). ``reproducer``: its section of report.md and its files
+    (name -> text), when ``kvforensics reproduce`` made one."""
     if not results:
         raise InputError("nothing to report: no policy results")
     out = Path(out_dir)
@@ -190,6 +192,8 @@ def write_report(
         span = f"rounds {min(all_rounds)}..{max(all_rounds)}" if all_rounds else "no rounds"
         raise InputError(f"round {focus} is not in the results ({span})")
     paths = _paths(out, focus, events is not None)
+    extra = {f"reproducer:{n}": out / n for n in (reproducer[1] if reproducer else {})}
+    paths.update(extra)
     for p in paths.values():
         check_not_input(p, inputs)
     stale = manifest.claim(out, [p.name for p in paths.values()], force)
@@ -214,9 +218,14 @@ def write_report(
         write_frame(frame, paths[key])
         written.append(paths[key])
         files.advance()
+    for p in extra.values():
+        atomic_write_text(p, reproducer[1][p.name])
+        written.append(p)
+        files.advance()
 
     names = [p.name for p in written] + [manifest.MANIFEST]
-    md = _markdown(results, title, story, evidence, focus, names, log_notes, need_legend(sizing))
+    md = _markdown(results, title, story, evidence, focus, names, log_notes, need_legend(sizing),
+                   list(reproducer[0]) if reproducer else [])  # fmt: skip
     md = _shortened(md, names, _rids(results, events))
     atomic_write_text(paths["md"], md)
     files.advance()
@@ -249,7 +258,7 @@ def _log_notes_md(notes: Sequence[str]) -> list[str]:
     return [*lines, ""]
 
 
-def _markdown(results, title, story, evidence, focus, files, log_notes, legend) -> str:
+def _markdown(results, title, story, evidence, focus, files, log_notes, legend, repro) -> str:
     out = [f"# {title}", ""]
     if story:
         out += story
@@ -288,6 +297,7 @@ def _markdown(results, title, story, evidence, focus, files, log_notes, legend) 
             "re-run of the admission model under each policy (in `ledger.parquet` / `ledger.csv`)",
             "",
         ]
+    out += repro
     out += ["## Files", ""] + [f"- `{f}`" for f in ["report.md", *files]]
     return "\n".join(out) + "\n"
 

@@ -45,6 +45,8 @@ class Scenario:
     start_time: float = 0.0
     profile: str = "fork"
     trace: Any = None  # a scenario.trace.TraceWorkload when the work comes from a trace
+    #: round -> slots taken outside the adder just before it (``[[outside]]``)
+    outside: dict[int, int] = field(default_factory=dict)
 
     def build_node(self, policy: str, *, record: bool = True) -> PrefillNode:
         if self.trace is not None:
@@ -99,6 +101,7 @@ class Scenario:
                 timing=self.timing,
                 profile=get_profile(self.profile),
                 record=record,
+                outside=self.outside,
             )
         except ValueError as exc:
             raise InputError(f"scenario {self.name}: {exc}") from None
@@ -152,6 +155,7 @@ def parse_scenario(
         first_round=f.first_round,
         start_time=f.start_time,
         profile=f.profile,
+        outside=_outside(f.outside),
     )
     if f.trace is not None:
         from kvforensics.scenario.trace import TraceWorkload
@@ -159,6 +163,14 @@ def parse_scenario(
         sc.trace = TraceWorkload.from_table(f.trace.model_dump(), base=base, cfg=cfg)
     check_work(sc, source or name)
     return sc
+
+
+def _outside(rows) -> dict[int, int]:
+    """``[[outside]]`` rows as round -> tokens (two rows for one round add up)."""
+    out: dict[int, int] = {}
+    for o in rows:
+        out[o.before_round] = out.get(o.before_round, 0) + o.tokens
+    return out
 
 
 def load_scenario(path: str | Path) -> Scenario:

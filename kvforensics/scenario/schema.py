@@ -107,6 +107,13 @@ class InflightTable(_Strict):
     done_at: Seconds
 
 
+class OutsideTable(_Strict):
+    """Slots something outside the adder takes just before a round (held to the end)."""
+
+    before_round: Annotated[int, Field(ge=0, le=MAX_TOKENS)]
+    tokens: Tokens
+
+
 class TraceTable(_Strict):
     file: Annotated[str, Field(min_length=1)]
     limit: Annotated[int, Field(ge=0, le=MAX_REQUESTS)] | None = None
@@ -129,6 +136,7 @@ class ScenarioFile(_Strict):
     arrivals: Annotated[list[RequestTable], Field(max_length=MAX_REQUESTS)] = []
     inflight: Annotated[list[InflightTable], Field(max_length=MAX_REQUESTS)] = []
     chunked: ChunkedTable | None = None
+    outside: Annotated[list[OutsideTable], Field(max_length=MAX_REQUESTS)] = []
     trace: TraceTable | None = None
 
     @field_validator("profile")
