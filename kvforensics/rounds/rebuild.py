@@ -88,6 +88,20 @@ def _batch_of(rnd: Round, cfg: Config, tokens: int | None) -> bool:
     return new <= tokens <= new + resumed and (tokens == new or resumed > 0)
 
 
+def _lock_released(cfg: Config, decisions: list[Decision]) -> int:
+    """What the last check's refused request gave back: its check line is printed after
+    it locked its device prefix, and a refusal releases that lock (the lock is held only
+    while ``add_one_req`` decides). Between two checks of a round the baseline falls only
+    by the earlier one's load-back and the later one's lock, so the lock is that fall; a
+    refused first check leaves it unknown (0)."""
+    last = decisions[-1]
+    if last.decision != "rejected" or not last.prefix_len or len(decisions) < 2:
+        return 0
+    prev = decisions[-2]
+    fell = prev.baseline - prev.load_back_slots(cfg) - last.baseline
+    return max(0, min(fell, last.prefix_len))
+
+
 def _chunk_step(cfg: Config, done: int, seq_len: int, baseline: int) -> tuple[int, bool]:
     """The model's ``add_chunked_req`` sizing with nothing else in the batch."""
     size = sizing.resumed_piece(done, seq_len, cfg.chunked_prefill_size, baseline, cfg.align_size)
@@ -500,11 +514,14 @@ class Rebuilder:
         last = rnd.decisions[-1]
         loaded = last.load_back_slots(cfg)
         alloc = sum(cfg.pages_for(p.start, p.end) for p in rnd.pieces)
+        back = _lock_released(cfg, rnd.decisions)
         self.base_end = Prov(
-            last.baseline - loaded - alloc,
+            last.baseline + back - loaded - alloc,
             DERIVED,
-            [f"{last.baseline} ({last.where}) - load-back {loaded} - {alloc} allocated"],
-        )
+            [f"{last.baseline} ({last.where})"
+             + (f" + {back} its refused request's prefix lock gave back" if back else "")
+             + f" - load-back {loaded} - {alloc} allocated"],
+        )  # fmt: skip
         rnd.baseline_end = self.base_end
         self._emit(rnd)
 
