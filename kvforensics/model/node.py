@@ -443,6 +443,7 @@ class PrefillNode:
     ) -> RoundRecord:
         """Record the round with the pool as it is now, and move to the next one."""
         pool = self.pool
+        pool.check()  # never more held than the pool; a paged pool's free in whole pages
         rec = RoundRecord(
             self.round, t_start, pieces, decisions, skipped, base0, pool.baseline(),
             pool.used(), tail,

@@ -107,6 +107,7 @@ class PagePool:
         "ops",
         "page_per_request",
         "page_size",
+        "paged",
         "record",
         "round",
         "size",
@@ -144,6 +145,9 @@ class PagePool:
         if 0 in entries.values():  # an empty entry is no cache
             entries = OrderedDict((k, n) for k, n in entries.items() if n)
         self.page_size = page_size
+        #: a real pool's counts are whole pages (a hand-written example's need not be);
+        #: once whole, every operation keeps them so (``check``)
+        self.paged = free % page_size == 0 and all(n % page_size == 0 for n in entries.values())
         self.size = size
         self.free = free
         self._evictable = entries
@@ -278,6 +282,8 @@ class PagePool:
     def raise_oom(self, tokens: int) -> None:
         # SGLang evicts what it can before giving up, so the message shows it as free.
         self._evict(self._evict_total)
+        # NOTE: an allocator of whole pages cannot report a part of one as available
+        assert not self.paged or self.free % self.page_size == 0, f"{self.free} free, not whole pages"
         self._op("oom", tokens=tokens)
         evictable = self._evict_total + self._stuck
         swa = (max(0, self.free - self.swa_short), evictable) if self.swa else None
@@ -332,4 +338,5 @@ class PagePool:
         total = self.free + self._evict_total + self._stuck + locked + sum(self.held.values())
         assert self._evict_total == sum(self._evictable.values()), "evictable total drifted"
         assert total <= self.size, f"pool over-committed: {total} > {self.size}"
+        assert not self.paged or self.free % self.page_size == 0, f"{self.free} free, not whole pages"
         assert self.free >= 0 and self._evict_total >= 0
