@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from kvforensics.logs import ParseSummary, iter_events, load_catalogue, read_events
 
 CAT = load_catalogue()
-TAGS = list(CAT.prefix.tags.items())  # (tag, column), in the spec's order
+TAGS = list(CAT.prefix.tags.items())  # (tag, column), in the catalogue's order
 
 ranks = st.fixed_dictionaries({}, optional={tag: st.integers(0, 4095) for tag, _ in TAGS})
 
