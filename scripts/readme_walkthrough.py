@@ -1,8 +1,9 @@
-"""Regenerate the README's incident walk-through from real output.
+"""Regenerate the incident walk-through from real output.
 
 Runs `replay`, `rounds` and `report` on the shipped incident logs at 100 columns and
-rewrites the blocks between the README's `<!-- walkthrough:NAME -->` markers; copies the
-report's figures to docs/img. Run from the repository root:
+rewrites the blocks between the `<!-- walkthrough:NAME -->` markers: `replay` in
+README.md, `rounds` and `report` in docs/incident-2026-11-02.md; copies the report's
+figures to docs/img. Run from the repository root:
 
     python scripts/readme_walkthrough.py
 """
@@ -21,6 +22,9 @@ ROOT = Path(__file__).resolve().parent.parent
 INC = "fixtures/logs/incident"
 LOGS = [f"{INC}/pp0.log", f"{INC}/pp1.log.gz", f"{INC}/pp3.log"]
 WIDTH = "100"
+#: the page that holds each block
+PAGES = {"replay": "README.md", "rounds": "docs/incident-2026-11-02.md",
+         "report": "docs/incident-2026-11-02.md"}  # fmt: skip
 
 
 def run(*args: str) -> str:
@@ -41,7 +45,7 @@ def _section(md: str, start: str, end: str) -> str:
 
 
 def report_excerpt(md: str) -> str:
-    """The parts of report.md a reader of the README needs, quoted as they render."""
+    """The parts of report.md a reader of the incident page needs, quoted as they render."""
     first = md.splitlines()[0].replace("# ", "#### ", 1)
     parts = [
         first,
@@ -96,16 +100,17 @@ def blocks() -> dict[str, str]:
 
 
 def main() -> None:
-    path = ROOT / "README.md"
-    text = path.read_text()
+    texts = {page: (ROOT / page).read_text() for page in set(PAGES.values())}
     for name, body in blocks().items():
+        page = PAGES[name]
         pat = re.compile(
             rf"(<!-- walkthrough:{name} -->\n).*?(\n<!-- /walkthrough:{name} -->)", re.S
         )
-        if not pat.search(text):
-            raise SystemExit(f"README.md has no walkthrough:{name} markers")
-        text = pat.sub(lambda m, b=body: m.group(1) + b + m.group(2), text)
-    path.write_text(text)
+        if not pat.search(texts[page]):
+            raise SystemExit(f"{page} has no walkthrough:{name} markers")
+        texts[page] = pat.sub(lambda m, b=body: m.group(1) + b + m.group(2), texts[page])
+    for page, text in texts.items():
+        (ROOT / page).write_text(text)
 
 
 if __name__ == "__main__":

@@ -2,7 +2,7 @@
 
 The allocator prints, per pool, the tokens it tried to allocate (N), the free slots (A)
 and the evictable cache (E). Their arithmetic alone separates the families of
-`spec/oom-causes.md`, before any round is rebuilt:
+`docs/causes.md`, before any round is rebuilt:
 
 * ``N > A + E``: real exhaustion (nothing the allocator could do);
 * ``A < N <= A + E``: eviction shortfall (the cache counted as evictable could not be freed);

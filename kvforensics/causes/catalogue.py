@@ -1,4 +1,4 @@
-"""The catalogue: every detector, run on every replay (``spec/oom-causes.md``)."""
+"""The catalogue: every detector, run on every replay (``docs/causes.md``)."""
 
 from __future__ import annotations
 

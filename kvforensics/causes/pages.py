@@ -3,7 +3,7 @@ what was free, beside the message's arithmetic (``N <= free``).
 
 The allocator wants whole pages (``sizing.batch_ask``), and the SWA allocator of 0.5.9 and
 0.5.10 the tokens plus a page per request. On a single pool whose free count is whole
-pages a memory check that passed always leaves room for the pages (``README``, "Page
+pages a memory check that passed always leaves room for the pages (``docs/causes.md``, "Page
 granularity"), so a message that shows ``N <= free`` there is explained only where the
 ask, counted from the rebuilt pieces, is above the free slots.
 """

@@ -1,4 +1,4 @@
-"""Synthesized incidents, one per cause of ``spec/oom-causes.md``: a small model node set
+"""Synthesized incidents, one per cause of ``docs/causes.md``: a small model node set
 up so that one mechanism ends in an out-of-memory, run under ``prefix`` and rendered as
 the three ranks' logs. Tests replay the logs and check that the rebuild gives the pieces
 as they ran, that this cause holds and the others do not, and the policy table.
@@ -134,7 +134,7 @@ def external_allocation(
 def unreserved_tail(
     *, page: int = 64, align: int = 256, chunk: int = 4096, free: int = 12032
 ) -> Incident:
-    """The postmortem's worked example (``spec/accounting.md``): A whole, B truncated with
+    """The postmortem's worked example (``docs/accounting.md``): A whole, B truncated with
     chunk budget left by the alignment, C (little to compute, much to load back) through
     the gap; B's later pieces run out of memory on its last."""
     cfg = Config(page_size=page, chunked_prefill_size=chunk, max_prefill_tokens=4 * chunk,
@@ -205,7 +205,7 @@ def page_granularity(
     ``N <= available``. Page granularity is where the out-of-memory surfaces, the
     unreserved tail is the link a policy breaks. (Alone it cannot happen on a single pool
     of whole pages under any profile: a memory check that passed covers the pages of
-    every piece it admits; README, "Page granularity". ``swa_page_estimate`` is where it
+    every piece it admits; docs/causes.md, "Page granularity". ``swa_page_estimate`` is where it
     can.)"""
     inc = unreserved_tail(page=page, align=align, chunk=chunk, free=free)
     inc.name, inc.holds = "page_granularity", ("unreserved_tail", "page_granularity")

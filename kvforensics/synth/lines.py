@@ -1,4 +1,5 @@
-"""Message texts (no prefix) of the lines the writers emit, per log-format.md."""
+"""Message texts (no prefix) of the lines the writers emit, in the wording that
+docs/log-formats.md describes."""
 
 from __future__ import annotations
 

@@ -6,7 +6,7 @@ pages, so ``extend < rem_total`` puts ``ceil_page(extend)`` within what is left,
 truncated piece is shorter than the extend it was checked on, and a piece from a prefix
 that ends mid-page needs fewer pages than its ceiling. Only an allocator that asks for
 more than the pages (the SWA allocator of 0.5.9 and 0.5.10: a page per request) or memory
-gone after the check gets there (README, "Page granularity").
+gone after the check gets there (docs/causes.md, "Page granularity").
 """
 
 from __future__ import annotations

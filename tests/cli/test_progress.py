@@ -123,7 +123,10 @@ def _commands(tmp):
     }
 
 
-@pytest.mark.parametrize("name", list(_commands(ROOT)))
+#: exec's run on tensors twice over (drawn and not) is a long run: in the slow step
+@pytest.mark.parametrize(
+    "name", [pytest.param(n, marks=pytest.mark.slow) if n == "exec" else n for n in _commands(ROOT)]
+)
 def test_each_command_draws_its_stages_on_a_terminal_and_nothing_else(name, tmp_path):
     argv, stages = _commands(tmp_path)[name]
     runs = []

@@ -1,5 +1,6 @@
-"""The README's incident walk-through is real output (scripts/readme_walkthrough.py
-regenerates it): every number it shows is one the commands print today."""
+"""The incident walk-through is real output (scripts/readme_walkthrough.py regenerates
+it): every number the README's replay block and docs/incident-2026-11-02.md's rounds and
+report blocks show is one the commands print today."""
 
 import re
 
@@ -12,10 +13,15 @@ LOGS = (INC / "pp0.log", INC / "pp1.log.gz", INC / "pp3.log")
 NUMBER = re.compile(r"(?<![\w.])[-+]?\d[\d,]*(?:\.\d+)?")
 
 
+#: which page holds each walk-through block (the README shows the first command's output)
+PAGES = {"replay": "README.md", "rounds": "docs/incident-2026-11-02.md",
+         "report": "docs/incident-2026-11-02.md"}  # fmt: skip
+
+
 def block(name: str) -> str:
-    text = (ROOT / "README.md").read_text()
+    text = (ROOT / PAGES[name]).read_text()
     m = re.search(rf"<!-- walkthrough:{name} -->\n(.*?)\n<!-- /walkthrough:{name} -->", text, re.S)
-    assert m, f"README.md lost its walkthrough:{name} block"
+    assert m, f"{PAGES[name]} lost its walkthrough:{name} block"
     return m.group(1)
 
 
@@ -34,7 +40,9 @@ def test_walkthrough_blocks_match_the_commands(name, args):
     real = cli(*args, columns=100).stdout
     shown = block(name)
     missing = numbers(shown) - numbers(real)
-    assert not missing, f"README {name} block shows numbers the command no longer prints: {missing}"
+    assert not missing, (
+        f"{PAGES[name]} {name} block shows numbers the command no longer prints: {missing}"
+    )
 
 
 def test_report_excerpt_matches_a_fresh_report(tmp_path):

@@ -48,6 +48,7 @@ def test_replay_since_checks_only_the_rounds_from_there_and_still_reproduces():
     assert d["whole_log"]["rounds_rerun"] == 7751 - 7700
 
 
+@pytest.mark.slow  # three replays of the incident bundle
 def test_replay_until_ends_the_log_there():
     d = _replay("--until", "7749")
     assert d["observed_oom"] is None and d["reproduced"] is None

@@ -44,7 +44,7 @@ A round spec (all sizes in tokens)::
 
 Optional keys: ``"skip_rule"``: ``"sglang"`` (default, the release's loop) or
 ``"not_continue"`` (skip the whole queue when ``budget_state()`` is not
-``CONTINUE`` after a resumed chunk, as accounting.md describes the fork).
+``CONTINUE`` after a resumed chunk, as docs/accounting.md describes the fork).
 ``"schedule_policy"`` (default ``"fcfs"``) is published into the config that
 ``add_one_req`` reads for its one-chunked-request check.
 

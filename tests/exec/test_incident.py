@@ -46,6 +46,7 @@ def test_the_oom_is_rederived_not_copied(incident_plans):
     assert res.oom == INCIDENT_OOM and not res.agrees_with_model
 
 
+@pytest.mark.slow  # the incident's plan executed twice more, on wider tensors
 def test_scaling_keeps_the_oom_point(incident_plans):
     """Layers and width change bytes, never slots: the out-of-memory does not move."""
     for layers, kv_dim, rope_dim in ((1, 1, 0), (3, 16, 4)):

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import polars as pl
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kvforensics.logs import ParseSummary, iter_events, load_catalogue, read_events
 
 CAT = load_catalogue()
-TAGS = list(CAT.prefix.tags.items())  # (tag, column), in the spec's order
+TAGS = list(CAT.prefix.tags.items())  # (tag, column), in the catalogue's order
 
 ranks = st.fixed_dictionaries({}, optional={tag: st.integers(0, 4095) for tag, _ in TAGS})
 
@@ -44,6 +45,7 @@ def _events(path, chunk_bytes):
     return pl.concat(frames), s
 
 
+@pytest.mark.slow  # the sample logs read again per chunk size and worker count
 @settings(
     max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )

@@ -4,6 +4,8 @@ reach the user from every command that reads logs, and report.md has a section f
 import gzip
 import json
 
+import pytest
+
 from tests.reliability._logs import SAMPLE
 from tests.reliability._run import run_cli
 
@@ -71,6 +73,7 @@ def test_long_values_are_shortened_in_tables(tmp_path):
     assert rid in out.stdout
 
 
+@pytest.mark.slow  # exec and scan, table and JSON, on every damaged log
 def test_exec_and_scan_pass_the_notes_on(tmp_path):
     for log, says in _damaged(tmp_path).items():
         out = run_cli("exec", log, "--device", "cpu")

@@ -4,6 +4,7 @@ happen."""
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -70,6 +71,7 @@ def _expected(cap, taken: dict[int, int]) -> dict[int, int]:
     return out
 
 
+@pytest.mark.slow  # 60 nodes rendered to logs and replayed
 @settings(max_examples=60, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
 @given(nodes())
 def test_each_outside_allocation_is_found_and_nothing_else(tmp_path_factory, case):

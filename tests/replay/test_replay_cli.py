@@ -159,6 +159,7 @@ def test_contradicting_log_is_reported_not_crashed():
     assert table.returncode == 4 and "NOT reproduced" in table.stdout
 
 
+@pytest.mark.slow  # report, explain and diff each replay the incident bundle
 def test_report_explain_and_diff_from_logs(tmp_path):
     out = cli("report", INC / "pp0.log", INC / "pp3.log", "-o", tmp_path / "rep")
     assert out.returncode == 0, out.stderr
@@ -179,6 +180,7 @@ def test_report_explain_and_diff_from_logs(tmp_path):
     assert "decision" in first["fields"]
 
 
+@pytest.mark.slow  # the incident bundle replayed and executed on tensors per policy
 def test_exec_from_logs_confirms_the_oom_and_the_fix():
     pre = cli("exec", INC / "pp0.log", "--policy", "prefix", "--format", "json")
     assert pre.returncode == 0, pre.stderr

@@ -1,6 +1,7 @@
 """Model run -> logs -> rebuilt rounds: the rebuild either gets every piece right or says
 where it could not (a contradiction), never silently something else."""
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 
 from kvforensics.logs import read_events
@@ -33,6 +34,7 @@ def _rebuild(paths):
 
 
 # Derandomized: CI sees the same examples every run; widen with --hypothesis-seed locally.
+@pytest.mark.slow  # 100 runs rendered to logs and rebuilt
 @settings(
     max_examples=100, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck)
 )

@@ -3,9 +3,11 @@ one by one."""
 
 from __future__ import annotations
 
+import functools
 from datetime import datetime, timedelta
 
 import polars as pl
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -32,6 +34,7 @@ def _frame(events: pl.DataFrame) -> pl.DataFrame:
     return events.filter(pl.col("rank") == "PP0").sort(["file", "line"])
 
 
+@pytest.mark.slow  # every row of the 5 MB incident log as a frame of its own
 def test_the_incident_rebuilds_the_same_with_results_carried():
     events, _ = read_events([PP0])
     cfg, _ = read_config(events, {})
@@ -52,11 +55,17 @@ line = st.tuples(
 )
 
 
+@functools.cache
+def _incident_config():
+    """The incident's sizes, read once: every example rebuilds with the same."""
+    events, _ = read_events([PP0])
+    return read_config(events, {})[0]
+
+
 @settings(max_examples=150, deadline=None)
 @given(st.lists(line, min_size=1, max_size=30))
 def test_any_order_of_checks_and_results_rebuilds_the_same(lines):
-    events, _ = read_events([PP0])
-    cfg, _ = read_config(events, {})
+    cfg = _incident_config()
     rows = []
     for i, (kind, rid, decision, k) in enumerate(lines):
         rows.append({
