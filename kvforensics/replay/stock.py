@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 import polars as pl
 
+from kvforensics.clip import clip
 from kvforensics.causes.arithmetic import OomArithmetic, PoolReading, classify
 from kvforensics.errors import InputError
 from kvforensics.logs import ParseSummary
@@ -349,9 +350,14 @@ def _chunk_size(events: pl.DataFrame, given: int | None) -> Prov | None:
 
 
 def require_scheduler_log(summary: ParseSummary) -> None:
+    """Refuse files with no scheduler message, saying what they hold instead."""
     if not summary.scheduler_log:
+        seen = f"{summary.lines} line(s), none a known message and none with SGLang's prefix"
+        if summary.unmatched_samples:
+            path, n, text = summary.unmatched_samples[0]
+            seen += f"; the first reads {clip(text, 80)!r} ({path}:{n})"
         raise InputError(
-            "no line of these files is an SGLang scheduler's (no known line, no line prefix); "
+            f"no line of these files is an SGLang scheduler's: {seen}; "
             "for a deployment's own prefix or wording pass --formats FILE"
         )
 

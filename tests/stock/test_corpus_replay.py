@@ -77,15 +77,27 @@ def test_rounds_are_batch_level(e, capsys, monkeypatch):
     assert all(r["level"] == "batch" and r["provenance"] == "observed" for r in d["rounds"])
 
 
-def test_a_file_that_is_no_scheduler_log_is_exit_2(tmp_path):
-    wrapped = STOCK / "2025-olmocr105-python-logging.log"  # readable only with its prefix
-    for cmd in ("replay", "rounds"):
-        out = run_cli(cmd, wrapped)
-        assert out.returncode == 2 and "--formats" in out.stderr
-        assert len(out.stderr.strip().splitlines()) == 1 and "Traceback" not in out.stderr
+def test_a_file_that_is_no_scheduler_log_is_exit_2_and_says_what_it_holds(tmp_path):
     notes = tmp_path / "notes.txt"
     notes.write_text("shopping list\nmilk\n")
-    assert run_cli("replay", notes).returncode == 2
+    for cmd in ("replay", "rounds"):
+        out = run_cli(cmd, notes)
+        assert out.returncode == 2 and "--formats" in out.stderr
+        assert "2 line(s)" in out.stderr and "'shopping list'" in out.stderr
+        assert len(out.stderr.strip().splitlines()) == 1 and "Traceback" not in out.stderr
+
+
+def test_a_wrapped_log_is_read_behind_its_wrapper_without_formats(capsys, monkeypatch):
+    """Python logging's prefix in front of SGLang's is learned from the file: the same
+    crash as with the excerpt's --formats file, and the wrapper said."""
+    wrapped = STOCK / "2025-olmocr105-python-logging.log"
+    code, out, err = _run(capsys, monkeypatch, "replay", wrapped, "--format", "json")
+    d = json.loads(out)
+    assert code == 0, err
+    assert [(c["rank"], c["time"]) for c in d["crashes"]] == [("TP0", "2025-03-08 02:04:48")]
+    (f,) = d["log"]["files"]
+    assert f["wrapper"] == "lines wrapped by Python logging's `date,ms - logger - LEVEL - ` prefix"
+    assert d["log"]["unmatched"] == 0
 
 
 def test_a_decode_node_log_is_analysed_not_refused():
