@@ -11,6 +11,7 @@ fork's lines, which are named once, from the catalogue.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
 
 import polars as pl
@@ -288,16 +289,52 @@ def retractions(events: pl.DataFrame) -> dict:
     return out
 
 
+#: a device allocator's out-of-memory (not the KV pool's), and the allocator it names
+DEVICE_OOM = (
+    (re.compile(r"\b(CUDA|NPU|HIP|XPU|MUSA) out of memory\. Tried to allocate"), None),
+    (re.compile(r"OutOfResources: out of resource"), "Triton"),
+    (re.compile(r"RESOURCE_EXHAUSTED: Out of memory while trying to allocate"), "XLA"),
+    (re.compile(r"OutOfMemoryError"), "CUDA"),
+)
+CRASH_KINDS = {
+    "device_oom": "a device allocator out of memory, not the KV pool",
+    "signal": "killed or signalled, no report of its own",
+    "req_slots": "the request-slot pool (--max-running-requests), not the KV pool",
+    "exception": "an exception",
+}
+
+
+def crash_kind(ev: dict) -> tuple[str, str | None]:
+    """(kind, device allocator) of a crash event: a signal or kill, a device allocator's
+    out-of-memory, the request-slot pool's, or another exception. KV-pool
+    out-of-memories are `oom` events, never crashes."""
+    if ev.get("crash_signal"):
+        return "signal", None
+    text = ev.get("exception") or ""
+    for rx, device in DEVICE_OOM:
+        m = rx.search(text)
+        if m:
+            return "device_oom", device or m.group(1)
+    if "alloc_req_slots runs out of memory" in text:
+        return "req_slots", None
+    return "exception", None
+
+
 def crashes(events: pl.DataFrame) -> list[dict]:
-    return [
-        {
-            "time": _time(ev),
-            "rank": ev["rank"],
-            "where": where(ev),
-            "exception": ev.get("exception"),
-        }
-        for ev in _kinds(events, "crash").iter_rows(named=True)
-    ]
+    out = []
+    for ev in _kinds(events, "crash").iter_rows(named=True):
+        kind, device = crash_kind(ev)
+        out.append(
+            {
+                "kind": kind,
+                "device": device,
+                "time": _time(ev),
+                "rank": ev["rank"],
+                "where": where(ev),
+                "exception": ev.get("exception") or ev.get("crash_signal"),
+            }
+        )
+    return out
 
 
 #: the adder lines a rebuild cannot do without; the fork's other lines refine it

@@ -43,6 +43,8 @@ def test_replay_json_is_the_stock_analysis(e, capsys, monkeypatch):
     assert d["observed_oom"] == (d["observed_ooms"][-1] if want else None)
     assert d["retractions"]["count"] == e.expect["retractions"]
     assert len(d["crashes"]) == e.expect["crashes"]
+    assert [c["kind"] for c in d["crashes"]] == e.expect.get("crash_kinds", [])
+    assert all({"time", "rank", "where", "device"} <= set(c) for c in d["crashes"])
     if "node" in e.expect:
         assert d["node"]["kind"] == e.expect["node"]
     if "pool" in e.expect:
