@@ -134,7 +134,12 @@ def learn(lines: list[str], cat: Catalogue) -> Wrapper | None:
     if not lines or not cat.learns_wrappers:
         return None
     s = pl.Series("text", lines, dtype=pl.String)
-    pos = pl.select(pl.min_horizontal([s.str.find(rx) for rx in _markers(cat)])).to_series()
+    pos = pl.select(
+        # a line SGLang's own prefix starts is read as it is, whatever follows
+        pl.when(s.str.contains(cat.prefix.regex))
+        .then(pl.lit(0, dtype=pl.UInt32))
+        .otherwise(pl.min_horizontal([s.str.find(rx) for rx in _markers(cat)]))
+    ).to_series()
     at_start = int((pos == 0).sum())
     heads = [
         t.encode()[:p].decode("utf-8", "replace")

@@ -292,6 +292,7 @@ def retractions(events: pl.DataFrame) -> dict:
 #: a device allocator's out-of-memory (not the KV pool's), and the allocator it names
 DEVICE_OOM = (
     (re.compile(r"\b(CUDA|NPU|HIP|XPU|MUSA) out of memory\. Tried to allocate"), None),
+    (re.compile(r"\b(CUDA) error: out of memory"), None),
     (re.compile(r"OutOfResources: out of resource"), "Triton"),
     (re.compile(r"RESOURCE_EXHAUSTED: Out of memory while trying to allocate"), "XLA"),
     (re.compile(r"OutOfMemoryError"), "CUDA"),

@@ -48,6 +48,13 @@ def test_excerpt_oom_numbers(e):
                 assert got[col] == want[key], key
 
 
+@pytest.mark.parametrize("e", [p for p in params() if "new_tokens" in p.values[0].expect])
+def test_excerpt_batch_numbers(e):
+    df, _ = _read(e)
+    batches = df.filter(pl.col("kind") == "prefill_batch")
+    assert batches["new_token"].to_list() == e.expect["new_tokens"]
+
+
 @pytest.mark.parametrize("e", [p for p in params() if "crash_rank" in p.values[0].expect])
 def test_excerpt_crash_rank(e):
     df, _ = _read(e)
