@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 
 import polars as pl
 
-from kvforensics.clip import clip
 from kvforensics.causes.arithmetic import OomArithmetic, PoolReading, classify
+from kvforensics.clip import clip
 from kvforensics.errors import InputError
 from kvforensics.logs import ParseSummary
 from kvforensics.logs.catalogue import Catalogue
