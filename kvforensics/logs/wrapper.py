@@ -107,7 +107,8 @@ def _markers(cat: Catalogue) -> list[str]:
         if f.line_regex:  # `(?P<__m>)` and the optional prefix in front of the message
             body = body.removeprefix("(?P<__m>)").removeprefix(cat.prefix.optional)
             body = body.removeprefix(cat.prefix.required)
-        out.append(flags + body)
+        # where the message itself starts: an indent in front is the wrapper's
+        out.append(flags + body.removeprefix("[ \\t]*"))
     return out
 
 
