@@ -20,7 +20,7 @@ from functools import cached_property
 
 import polars as pl
 
-from kvforensics.logs.catalogue import Catalogue, WrapperForm, _split_flags
+from kvforensics.logs.catalogue import Catalogue, WrapperForm, _split_flags, is_anchored
 
 #: SGLang's own prefix anywhere in a line: a date and time, a time of day or rank tags
 SGLANG_BRACKET = (
@@ -102,6 +102,8 @@ def _markers(cat: Catalogue) -> list[str]:
     """Where a known message starts: SGLang's bracket, or a catalogue message."""
     out = [SGLANG_BRACKET]
     for f in cat.formats:
+        if not is_anchored(f.regex):  # found anywhere in a line by design
+            continue
         flags, body = _split_flags(f.line_regex or f.regex)
         body = body.removeprefix("^")
         if f.line_regex:  # `(?P<__m>)` and the optional prefix in front of the message
@@ -142,20 +144,23 @@ def learn(lines: list[str], cat: Catalogue) -> Wrapper | None:
         .otherwise(pl.min_horizontal([s.str.find(rx) for rx in _markers(cat)]))
     ).to_series()
     at_start = int((pos == 0).sum())
+    # (text in front of the message, whether the message is SGLang's bracketed prefix)
+    bracket = re.compile(SGLANG_BRACKET)
     heads = [
-        t.encode()[:p].decode("utf-8", "replace")
+        (b[:p].decode("utf-8", "replace"), bool(bracket.match(b[p:].decode("utf-8", "replace"))))
         for t, p in zip(lines, pos.to_list(), strict=True)
-        if p
+        if p and (b := t.encode())
     ]
     if len(heads) <= at_start:
         return None
     forms = tuple((f, re.compile(f.regex)) for f in cat.wrappers)
     seqs: Counter[tuple[int, ...]] = Counter()
     unexplained = 0
-    for h in heads:
+    for h, at_bracket in heads:
         seq, rest = _peel(h, forms)
         seqs[tuple(cat.wrappers.index(f) for f in seq)] += 1
-        unexplained += bool(rest.strip())
+        # only SGLang's own prefix can be found behind text no form explains
+        unexplained += bool(rest.strip()) and at_bracket
     best = max(seqs.items(), key=lambda kv: (kv[1], len(kv[0])))[0]
     layers = [cat.wrappers[i] for i in best]
     if 2 * unexplained > len(heads):
