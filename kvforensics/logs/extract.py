@@ -43,7 +43,12 @@ def _convert(expr: pl.Expr, fs: FieldSpec, lenient: bool) -> pl.Expr:
     """Text -> the field's type. `lenient` values come from free text (`12.31 GB`,
     `'prefill'`, `None`), so numbers are read from the leading digits and quotes dropped."""
     if fs.type == "str":
-        out = expr.str.strip_chars().str.strip_chars("'\"") if lenient else expr
+        if lenient:  # `'prefill'` -> prefill; a quote that closes a sentence stays
+            out = expr.str.strip_chars()
+            quoted = out.str.contains(r"^(?:'.*'|\".*\")$")
+            out = pl.when(quoted).then(out.str.slice(1, out.str.len_chars() - 2)).otherwise(out)
+        else:
+            out = expr
         return pl.when(out != "None").then(out)
     if fs.type in ("int", "float"):
         if lenient:
