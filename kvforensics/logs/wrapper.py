@@ -59,7 +59,7 @@ class Wrapper:
     @cached_property
     def python_regex(self) -> str:
         """The same without its groups, for Python's engine (where chunks are cut)."""
-        return re.sub(r"\(\?P<[A-Za-z_][A-Za-z0-9_]*>", "(?:", self.regex.replace("${", "$"))
+        return re.sub(r"\(\?P<[A-Za-z_][A-Za-z0-9_]*>", "(?:", self.regex)
 
     def strip(self, lines: pl.Series) -> tuple[pl.Series, pl.DataFrame | None]:
         """Lines without the wrapper, and the wrapper's time of each line (columns

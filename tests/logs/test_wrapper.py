@@ -125,3 +125,18 @@ def test_a_user_prefix_turns_learning_off():
     cat = load_catalogue([STOCK / "olmocr-prefix.toml"])
     lines = (STOCK / "2025-olmocr105-python-logging.log").read_text().splitlines()
     assert not cat.learns_wrappers and learn(lines, cat) is None
+
+
+def test_chunks_of_a_wrapped_log_are_cut_between_its_messages(tmp_path):
+    """Small chunks cut only where a wrapped line starts a message: the traceback of a
+    crash stays with its report, whatever the chunk size."""
+    src = STOCK / "2025-olmocr105-python-logging.log"
+    lines = src.read_text(encoding="utf-8").splitlines()
+    log = tmp_path / "twice.log"
+    log.write_text("\n".join(lines + lines) + "\n")
+    whole, _ = read_events([log])
+    small, summary = read_events([log], chunk_bytes=512)
+    assert small.select("line", "kind", "attached").to_dicts() == whole.select(
+        "line", "kind", "attached"
+    ).to_dicts()
+    assert whole.height == 2 and summary.unmatched == 0
