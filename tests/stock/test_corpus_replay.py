@@ -75,6 +75,8 @@ def test_replay_text_says_what_is_missing_once(e, capsys, monkeypatch):
     assert code == 0 and "Traceback" not in err and "kvforensics/" not in out + err
     words = " ".join(out.split())
     assert words.count("cannot be rebuilt request by request") == 1
+    if e.expect.get("wrapper"):
+        assert f"{e.expect['wrapper']}; read behind it" in words
     for w in e.expect.get("oom", []):
         assert w["mechanism"] in words and f"{w['tokens']} requested" in words
 
