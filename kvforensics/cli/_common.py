@@ -55,6 +55,9 @@ def print_log_summary(summary) -> None:
         f"Read {files} file(s), {summary.lines} lines, {summary.events} events; "
         f"{summary.unmatched} line(s) matched no format"
     )
+    for f in summary.files:
+        if getattr(f, "wrapper", None):  # learned from the file (logs/wrapper.py)
+            print_para(f"{f.path}: {f.wrapper}; read behind it")
     for sample in summary.unmatched_samples[:3]:
         where = ":".join(str(x) for x in sample[:2])
         print_para(f"unmatched: {where}: {preview(sample[-1], 100)}")

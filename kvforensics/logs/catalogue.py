@@ -157,10 +157,28 @@ class Prefix:
     required: str = f"(?:{_BRACKETED})"
 
 
+@dataclass(frozen=True)
+class WrapperForm:
+    """One form of text in front of SGLang's own (formats/wrapper.toml)."""
+
+    name: str
+    says: str
+    regex: str  # anchored at the line start; groups `time`, `frac`, `clock`, each optional
+    time_format: str = "%Y-%m-%d %H:%M:%S"
+    samples: tuple[dict[str, Any], ...] = ()
+    source: str = ""
+
+
 @dataclass
 class Catalogue:
     prefix: Prefix
     formats: list[Format] = field(default_factory=list)
+    wrappers: tuple[WrapperForm, ...] = ()
+
+    @property
+    def learns_wrappers(self) -> bool:
+        """A user's own `[prefix]` says how its lines start: nothing is learned then."""
+        return bool(self.wrappers) and self.prefix.source == "prefix.toml"
 
     def field_types(self) -> dict[str, pl.DataType]:
         out: dict[str, pl.DataType] = {}
@@ -369,6 +387,11 @@ def load_catalogue(extra_formats: list[Path] | None = None) -> Catalogue:
         builtin += [_format(e, name) for e in doc.get("format", [])]
     assert prefix is not None, "prefix.toml is part of the package"
 
+    wrappers = tuple(
+        _wrapper(e, name)
+        for name, text in builtin_texts().items()
+        for e in _read_toml(text, name).get("wrapper", [])
+    )
     user: list[Format] = []
     user_prefix: Prefix | None = None
     for path in extra_formats or []:
@@ -390,12 +413,35 @@ def load_catalogue(extra_formats: list[Path] | None = None) -> Catalogue:
     formats = [replace(f, line_regex=_line_regex(f.regex, prefix, f.needs_prefix)) for f in formats]
     for f in formats:
         _check_regex(f.line_regex, f"{f.source}: format {f.name!r}")
-    cat = Catalogue(prefix, formats)
+    cat = Catalogue(prefix, formats, wrappers)
     if extra_formats:
         from kvforensics.logs.samples import check_user_samples
 
         check_user_samples(cat, user, user_prefix)
     return cat
+
+
+WRAPPER_GROUPS = ("time", "frac", "clock")
+
+
+def _wrapper(entry: Any, source: str) -> WrapperForm:
+    if not isinstance(entry, dict) or not entry.get("name") or not entry.get("regex"):
+        raise InputError(f"{source}: every [[wrapper]] needs a name and a regex")
+    where = f"{source}: wrapper {entry['name']!r}"
+    regex = ascii_classes(str(entry["regex"]))
+    if not regex.startswith("^"):
+        raise InputError(f"{where}: regex must start with ^")
+    odd = sorted(set(_check_regex(regex, where)) - set(WRAPPER_GROUPS))
+    if odd:
+        raise InputError(f"{where}: groups {odd} unknown; use {', '.join(WRAPPER_GROUPS)}")
+    return WrapperForm(
+        str(entry["name"]),
+        str(entry.get("says") or entry["name"]),
+        regex,
+        str(entry.get("time_format", WrapperForm.time_format)),
+        tuple(entry.get("samples", ())),
+        source,
+    )
 
 
 def _read_user_file(path: Path) -> dict[str, Any]:

@@ -15,6 +15,7 @@ import polars as pl
 from kvforensics.clip import clip
 from kvforensics.logs.catalogue import Catalogue, FieldSpec, Format
 from kvforensics.logs.sanity import SATURATED, split_unreadable
+from kvforensics.logs.wrapper import Wrapper
 
 # An OOM tree dump can run to megabytes; the event keeps its head, the rest is counted.
 MAX_ATTACHED_CHARS = 1 << 20
@@ -42,7 +43,12 @@ def _convert(expr: pl.Expr, fs: FieldSpec, lenient: bool) -> pl.Expr:
     """Text -> the field's type. `lenient` values come from free text (`12.31 GB`,
     `'prefill'`, `None`), so numbers are read from the leading digits and quotes dropped."""
     if fs.type == "str":
-        out = expr.str.strip_chars().str.strip_chars("'\"") if lenient else expr
+        if lenient:  # `'prefill'` -> prefill; a quote that closes a sentence stays
+            out = expr.str.strip_chars()
+            quoted = out.str.contains(r"^(?:'.*'|\".*\")$")
+            out = pl.when(quoted).then(out.str.slice(1, out.str.len_chars() - 2)).otherwise(out)
+        else:
+            out = expr
         return pl.when(out != "None").then(out)
     if fs.type in ("int", "float"):
         if lenient:
@@ -571,10 +577,19 @@ def _messages(
 
 
 def extract_chunk(
-    lines: pl.Series, first_line: int, file: str, cat: Catalogue, last_line_cut: bool = False
+    lines: pl.Series,
+    first_line: int,
+    file: str,
+    cat: Catalogue,
+    last_line_cut: bool = False,
+    wrapper: Wrapper | None = None,
 ) -> tuple[pl.DataFrame, ChunkStats]:
-    """Events of one chunk of lines (`first_line` = 1-based number of its first line)."""
+    """Events of one chunk of lines (`first_line` = 1-based number of its first line),
+    read behind the file's `wrapper` when it has one."""
     stats = ChunkStats(lines=len(lines))
+    wrap_times = None
+    if wrapper is not None:
+        lines, wrap_times = wrapper.strip(lines)
     df = pl.DataFrame({"text": lines}).with_row_index("idx")
     n = df.height
     # the CSV splitter gives empty lines as null; whitespace-only lines are rare
@@ -607,6 +622,8 @@ def extract_chunk(
     # prefix fields before the sort, so that the line text is not carried through it
     events = pl.concat(parts, how="diagonal_relaxed")
     events = prefix_columns(events, cat).drop("text").sort("idx")
+    if wrap_times is not None:
+        events = _wrapper_times(events, wrap_times)
     events = events.with_columns(
         pl.lit(file, dtype=pl.String).alias("file"),
         (pl.col("idx").cast(pl.Int64) + first_line).alias("line"),
@@ -619,6 +636,18 @@ def extract_chunk(
         ]
     )
     return _drop_unreadable(events, cat, stats), stats
+
+
+def _wrapper_times(events: pl.DataFrame, times: pl.DataFrame) -> pl.DataFrame:
+    """The wrapper's time where SGLang's own prefix gives none."""
+    w = times.with_row_index("idx").with_columns(pl.col("idx").cast(events["idx"].dtype))
+    ev = events.join(w, on="idx", how="left", maintain_order="left")
+    own = pl.col("time").is_not_null()
+    return ev.with_columns(
+        pl.coalesce("time", "_wtime").alias("time"),
+        pl.when(own).then(pl.col("time_has_ms")).otherwise(pl.col("_wms").fill_null(False)),
+        pl.coalesce("clock", "_wclock").alias("clock"),
+    ).drop("_wtime", "_wms", "_wclock")
 
 
 def _drop_unreadable(events: pl.DataFrame, cat: Catalogue, stats: ChunkStats) -> pl.DataFrame:

@@ -23,6 +23,7 @@ from kvforensics.logs.catalogue import Catalogue, load_catalogue
 from kvforensics.logs.extract import UNMATCHED_SAMPLES, ChunkStats, extract_chunk
 from kvforensics.logs.source import check_readable, is_gzip, iter_bytes
 from kvforensics.logs.summary import FileSummary, ParseSummary
+from kvforensics.logs.wrapper import Wrapper, learn
 from kvforensics.progress import Stages, current
 
 CHUNK_BYTES = 8 << 20
@@ -31,6 +32,9 @@ CHUNK_BYTES = 8 << 20
 MAX_CARRY = 16 << 20
 PROGRESS_MIN_BYTES = 4 << 20
 SNIFF_BYTES = 64 << 10
+#: the head a file's wrapper is learned from (logs/wrapper.py)
+LEARN_BYTES = 256 << 10
+LEARN_LINES = 4000
 
 
 def split_lines(buf: bytes) -> pl.Series:
@@ -57,31 +61,41 @@ def split_lines(buf: bytes) -> pl.Series:
     return s
 
 
-def sniff(path: Path) -> None:
-    """Refuse files that are plainly not text, before any work is done."""
+def sniff(path: Path) -> list[str]:
+    """Refuse files that are plainly not text, before any work is done; the whole lines
+    of the file's head (its wrapper is learned from them)."""
     gaps: list[str] = []
-    head = b""
+    blocks, size = [], 0
     for block in iter_bytes(path, gaps, read_size=SNIFF_BYTES):
-        head += block
-        if len(head) >= SNIFF_BYTES:
+        blocks.append(block)
+        size += len(block)
+        if size >= LEARN_BYTES:
             break
-    head = head[:SNIFF_BYTES]
+    whole = b"".join(blocks)
+    head = whole[:SNIFF_BYTES]
     if not head:
-        return
+        return []
     if b"\x00" in head:
         raise InputError(f"{path}: binary data (NUL bytes), not a text log")
     text = head.decode("utf-8", "replace")
     odd = sum(1 for c in text if c == "\ufffd" or (c < " " and c not in "\t\r\n\f\v\x1b"))
     if odd > 0.1 * len(text):
         raise InputError(f"{path}: binary data, not a text log")
+    if size >= LEARN_BYTES:  # the last line may be cut
+        whole = whole[: whole.rfind(b"\n") + 1]
+    lines = whole.decode("utf-8", "replace").replace("\r", "").split("\n")
+    return [ln for ln in lines[: LEARN_LINES] if ln.strip()]
 
 
 class _Cutter:
     """Where a chunk may end: before a prefixed line that is not absorbed by the
     multi-line message above it."""
 
-    def __init__(self, cat: Catalogue) -> None:
-        self.prefix = re.compile(cat.prefix.regex.encode(), re.MULTILINE)  # `^` at pos
+    def __init__(self, cat: Catalogue, wrapper: Wrapper | None = None) -> None:
+        prefix = cat.prefix.regex
+        if wrapper is not None:  # the wrapper, then SGLang's prefix
+            prefix = wrapper.python_regex + prefix.removeprefix("^")
+        self.prefix = re.compile(prefix.encode(), re.MULTILINE)  # `^` at pos
         cont = cat.prefix.continues
         self.continues = re.compile(cont.encode()) if cont else None
         self.absorb = tuple(a.encode() for f in cat.formats if f.multiline for a in f.absorb)
@@ -178,9 +192,7 @@ def iter_events(
             raise InputError(f"{p}: given twice")
         seen.add(p.resolve())
     cat = catalogue or load_catalogue(extra_formats)
-    for p in paths:
-        sniff(p)
-    cutter = _Cutter(cat)
+    heads = {p: sniff(p) for p in paths}
     workers = workers or min(4, os.cpu_count() or 2)
     total = sum(p.stat().st_size for p in paths)
 
@@ -197,6 +209,9 @@ def iter_events(
             if fs.bytes_on_disk == 0:
                 summary.gaps.append(f"{path}: empty file")
                 continue
+            wrapper = learn(heads[path], cat)
+            fs.wrapper = wrapper.says() if wrapper else None
+            cutter = _Cutter(cat, wrapper)
             pending: deque = deque()
             nul = 0
             for chunk, last in _chunks(path, cutter, fs, summary.gaps, on_read, chunk_bytes):
@@ -211,6 +226,7 @@ def iter_events(
                         str(path),
                         cat,
                         last and fs.cut_last_line,
+                        wrapper,
                     )
                 )
                 fs.lines += len(lines)

@@ -14,6 +14,8 @@ class FileSummary:
     lines: int = 0
     ranks: set[str] = field(default_factory=set)
     cut_last_line: bool = False  # no newline at the end: the last line may be cut short
+    #: what the lines carry in front of SGLang's text, learned from the file (logs/wrapper.py)
+    wrapper: str | None = None
 
 
 @dataclass
@@ -85,7 +87,8 @@ class ParseSummary:
 
     def notes(self) -> list[str]:
         """What could not be read, one line each: the damage every command passes on."""
-        out = [f"{p}: ends in a cut line; the log stops mid-write" for p in self.cut_lines]
+        out = [f"{f.path}: {f.wrapper}; read behind it" for f in self.files if f.wrapper]
+        out += [f"{p}: ends in a cut line; the log stops mid-write" for p in self.cut_lines]
         out += list(self.gaps)
         if self.unreadable:
             out.append(f"{self.unreadable} line(s) hold numbers a log cannot mean; not used")

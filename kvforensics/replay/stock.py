@@ -11,11 +11,13 @@ fork's lines, which are named once, from the catalogue.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
 
 import polars as pl
 
 from kvforensics.causes.arithmetic import OomArithmetic, PoolReading, classify
+from kvforensics.clip import clip
 from kvforensics.errors import InputError
 from kvforensics.logs import ParseSummary
 from kvforensics.logs.catalogue import Catalogue
@@ -287,16 +289,53 @@ def retractions(events: pl.DataFrame) -> dict:
     return out
 
 
+#: a device allocator's out-of-memory (not the KV pool's), and the allocator it names
+DEVICE_OOM = (
+    (re.compile(r"\b(CUDA|NPU|HIP|XPU|MUSA) out of memory\. Tried to allocate"), None),
+    (re.compile(r"\b(CUDA) error: out of memory"), None),
+    (re.compile(r"OutOfResources: out of resource"), "Triton"),
+    (re.compile(r"RESOURCE_EXHAUSTED: Out of memory while trying to allocate"), "XLA"),
+    (re.compile(r"OutOfMemoryError"), "CUDA"),
+)
+CRASH_KINDS = {
+    "device_oom": "a device allocator out of memory, not the KV pool",
+    "signal": "killed or signalled, no report of its own",
+    "req_slots": "the request-slot pool (--max-running-requests), not the KV pool",
+    "exception": "an exception",
+}
+
+
+def crash_kind(ev: dict) -> tuple[str, str | None]:
+    """(kind, device allocator) of a crash event: a signal or kill, a device allocator's
+    out-of-memory, the request-slot pool's, or another exception. KV-pool
+    out-of-memories are `oom` events, never crashes."""
+    if ev.get("crash_signal"):
+        return "signal", None
+    text = ev.get("exception") or ""
+    for rx, device in DEVICE_OOM:
+        m = rx.search(text)
+        if m:
+            return "device_oom", device or m.group(1)
+    if "alloc_req_slots runs out of memory" in text:
+        return "req_slots", None
+    return "exception", None
+
+
 def crashes(events: pl.DataFrame) -> list[dict]:
-    return [
-        {
-            "time": _time(ev),
-            "rank": ev["rank"],
-            "where": where(ev),
-            "exception": ev.get("exception"),
-        }
-        for ev in _kinds(events, "crash").iter_rows(named=True)
-    ]
+    out = []
+    for ev in _kinds(events, "crash").iter_rows(named=True):
+        kind, device = crash_kind(ev)
+        out.append(
+            {
+                "kind": kind,
+                "device": device,
+                "time": _time(ev),
+                "rank": ev["rank"],
+                "where": where(ev),
+                "exception": ev.get("exception") or ev.get("crash_signal"),
+            }
+        )
+    return out
 
 
 #: the adder lines a rebuild cannot do without; the fork's other lines refine it
@@ -349,9 +388,14 @@ def _chunk_size(events: pl.DataFrame, given: int | None) -> Prov | None:
 
 
 def require_scheduler_log(summary: ParseSummary) -> None:
+    """Refuse files with no scheduler message, saying what they hold instead."""
     if not summary.scheduler_log:
+        seen = f"{summary.lines} line(s), none a known message and none with SGLang's prefix"
+        if summary.unmatched_samples:
+            path, n, text = summary.unmatched_samples[0]
+            seen += f"; the first reads {clip(text, 80)!r} ({path}:{n})"
         raise InputError(
-            "no line of these files is an SGLang scheduler's (no known line, no line prefix); "
+            f"no line of these files is an SGLang scheduler's: {seen}; "
             "for a deployment's own prefix or wording pass --formats FILE"
         )
 

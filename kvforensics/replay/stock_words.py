@@ -3,7 +3,7 @@ and the report."""
 
 from __future__ import annotations
 
-from kvforensics.replay.stock import NOT_REBUILT, ObservedOom, StockAnalysis
+from kvforensics.replay.stock import CRASH_KINDS, NOT_REBUILT, ObservedOom, StockAnalysis
 
 NODE_WORDS = {
     "pd_prefill": "a PD prefill node",
@@ -21,6 +21,14 @@ def _oom_line(o: ObservedOom) -> str:
     if o.tokens is None:
         return f"{phase}{at}{rank} ({o.where}): the message prints no numbers"
     return f"{phase}{at}{rank} ({o.where}): {o.arithmetic.mechanism}: {o.arithmetic.reason}"
+
+
+def _crash_line(c: dict) -> str:
+    what = CRASH_KINDS[c["kind"]] + (f" ({c['device']})" if c["device"] else "")
+    at = f" at {c['time']}" if c["time"] else ""
+    rank = f" on {c['rank']}" if c["rank"] else ""
+    exc = c["exception"] or "the exception line is not in the log"
+    return f"Crash, {what}{at}{rank} ({c['where']}): {exc}"
 
 
 def _pool_line(a: StockAnalysis) -> str:
@@ -73,8 +81,8 @@ def stock_text(a: StockAnalysis) -> list[str]:
         out.append(release_line(a.profile))
     if a.ooms:
         out.append(
-            f"{len(a.ooms)} out-of-memory message(s); the last is the one the server went "
-            "down with:"
+            f"{len(a.ooms)} KV-pool out-of-memory message(s); the last is the one the server "
+            "went down with:"
         )
         out += ["  " + _oom_line(o) for o in a.ooms]
     else:
@@ -91,9 +99,7 @@ def stock_text(a: StockAnalysis) -> list[str]:
         )
     else:
         out.append("Retractions: none")
-    for c in a.crashes:
-        exc = c["exception"] or "the exception line is not in the log"
-        out.append(f"Crash{' on ' + c['rank'] if c['rank'] else ''} ({c['where']}): {exc}")
+    out += [_crash_line(c) for c in a.crashes]
     out += _trend_lines(a.trend, bool(a.ooms))
     for c in a.contradictions:
         out.append(f"contradiction: {c['what']}: {c['detail']}")

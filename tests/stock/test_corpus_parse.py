@@ -48,6 +48,13 @@ def test_excerpt_oom_numbers(e):
                 assert got[col] == want[key], key
 
 
+@pytest.mark.parametrize("e", [p for p in params() if "new_tokens" in p.values[0].expect])
+def test_excerpt_batch_numbers(e):
+    df, _ = _read(e)
+    batches = df.filter(pl.col("kind") == "prefill_batch")
+    assert batches["new_token"].to_list() == e.expect["new_tokens"]
+
+
 @pytest.mark.parametrize("e", [p for p in params() if "crash_rank" in p.values[0].expect])
 def test_excerpt_crash_rank(e):
     df, _ = _read(e)
@@ -75,8 +82,13 @@ def test_corpus_size_and_spread():
     assert all(e.source.get("url", "").startswith("https://github.com/") for e in ex)
 
 
-_OOM_TEXT = re.compile(r"(?:Prefill |Decode )?[Oo]ut of memory\. ?Try to lower")
+_OOM_TEXT = re.compile(r"(?:Prefill |Decode )?[Oo]ut of memory\. ?Try to (?:lower|allocate)")
 _RETRACT_TEXT = re.compile(r"out of memory happened|Retract requests")
+# a device allocator's out-of-memory, the leak check: never a KV-pool `oom`
+_NOT_KV_TEXT = re.compile(
+    r"memory leak detected|(?:CUDA|NPU) out of memory\. Tried|CUDA error: out of memory"
+    r"|OutOfResources|alloc_req_slots"
+)
 
 
 @pytest.mark.parametrize("e", params())
@@ -84,6 +96,11 @@ def test_no_retraction_is_an_oom_and_every_oom_message_is_one_event(e):
     df, _ = _read(e)
     ooms = df.filter(pl.col("kind") == "oom")
     assert not any(_RETRACT_TEXT.search(a or "") for a in ooms["attached"].to_list())
+    heads = [x or "" for x in ooms["exception"].to_list()] if ooms.height else []
+    assert not any(_NOT_KV_TEXT.search(h) for h in heads)
+    text_all = e.log.read_text(encoding="utf-8")
+    if _NOT_KV_TEXT.search(text_all) and not _OOM_TEXT.search(text_all):
+        assert ooms.height == 0
     # messages in the file, a raised copy right under its logger line or in its
     # traceback counted once: each out-of-memory message starts a new message block
     text = e.log.read_text(encoding="utf-8")
