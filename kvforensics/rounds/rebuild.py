@@ -504,29 +504,40 @@ class Rebuilder:
         """Silent rounds of the chunked request between its known end and ``until`` (or
         until ``stop(done)`` says the next known piece starts here). Each advances the
         request by at least one token, so ``until - done`` bounds them; the log's time span
-        bounds them too, and a gap that needs more is a contradiction: it stops there."""
+        bounds them too, and so does the pool (a chunked request holds all it has computed
+        on the device): a gap that needs more is a contradiction, and stops there."""
         left = self._allowance(time)
         while self.chunked and self.chunked[2] < until and not (stop and stop(self.chunked[2])):
             if left <= 0:
-                self._too_many_silent(time)
+                self._walk_past_evidence(time, None)
                 return
             left -= 1
-            r, self.chunked, self.base_end, over = _silent_round(
+            r, chunked, base_end, over = _silent_round(
                 self.cfg, self.chunked, self.base_end, self.count, time, self.block, until
             )
+            if r.pieces[0].end > self.cfg.pool_size:
+                self._walk_past_evidence(time, r.pieces[0].end)
+                return
+            self.chunked, self.base_end = chunked, base_end
             if over is not None:
                 # Shorter than the assumed baseline allows: memory went somewhere unseen.
                 self.shrinks[self.count] = (over, until, until)
             self._emit(r)
 
-    def _too_many_silent(self, time) -> None:
+    def _walk_past_evidence(self, time, end: int | None) -> None:
+        """The walk needs more than the evidence allows: the time span, or (``end``, where
+        the next piece would end) the pool."""
         rid, seq, done = self.chunked
-        self._contradiction(
-            "silent rounds",
+        self._contradiction("silent rounds", (
             f"{rid} (seq_len {seq}) at {done} needs more silent rounds before {time} than "
             f"the log's time span allows ({self._silent} since {self._printed_at}, at most "
-            f"{MAX_ROUNDS_PER_SECOND} a second)",
-        )
+            f"{MAX_ROUNDS_PER_SECOND} a second)"
+        ) if end is None else (
+            f"{rid} (seq_len {seq}) at {done}: its next silent piece would end at {end}, "
+            f"past the pool of {self.cfg.pool_size} that holds all of it"
+        ))  # fmt: skip
+        # where it stands is unknown from here: no later walk starts from a guess
+        self.chunked = None
 
     # -- a round with adder lines ---------------------------------------------
     def _logged(self, rnd: Round) -> None:

@@ -67,3 +67,54 @@ def test_a_reused_rid_finishes_once_per_round():
     rnd = Round(0, None)
     rnd.pieces += [Piece("r", 0, 64, "new", "observed"), Piece("r", 0, 64, "new", "observed")]
     assert finished(rnd, {"r": 64}) == ["r"]
+
+
+HUGE = """\
+[2026-11-02 15:16:26 PP0] PrefillAdder.add_one_req: rid=as-huge, seq_len=549755813888, \
+prefix_len=0, host_hit_len=0, rem_chunk_tokens=16384, local rem total: 121408, current \
+rem_total_tokens: 121408, cur_rem_tokens: 121408
+[2026-11-02 15:16:26 PP0] PrefillAdder.add_one_req result: rid=as-huge, decision=truncated, \
+extend=[0, 16384), result=OTHER
+[2026-11-02 15:16:27 PP0] PrefillAdder.add_one_req: rid=as-small, seq_len=100, prefix_len=0, \
+host_hit_len=0, rem_chunk_tokens=16384, local rem total: 105024, current rem_total_tokens: \
+105024, cur_rem_tokens: 105024
+[2026-11-02 15:16:27 PP0] PrefillAdder.add_one_req result: rid=as-small, decision=full, \
+extend=[0, 100), result=OTHER
+"""
+
+
+def _huge_log(tmp: Path, pool: int) -> Path:
+    """A request of 2**39 tokens truncated, and a second later a round with the whole chunk
+    budget left: it finished in silent rounds, 2**25 of them by the model's sizing."""
+    head = (FIXTURES / "logs" / "samples" / "incident-pp0.log").read_text().splitlines()[:3]
+    head[1] = head[1].replace("max_total_num_tokens=262144", f"max_total_num_tokens={pool}")
+    path = tmp / "huge.log"
+    path.write_text("\n".join(head) + "\n" + HUGE)
+    return path
+
+
+def _contradictions(log: Path) -> tuple[int, list[dict]]:
+    out = _cli("rounds", log, "--format", "json")
+    assert out.returncode == 3, out.stderr
+    got = json.loads(out.stdout)
+    return len(got["rounds"]), got["contradictions"]
+
+
+def test_silent_rounds_stop_at_the_pool(tmp_path):
+    """No chunked request holds more than the pool: the walk stops there, said once."""
+    rounds, said = _contradictions(_huge_log(tmp_path, 262144))
+    walks = [c for c in said if c["what"] == "silent rounds"]
+    assert [c["detail"] for c in walks] == [
+        "as-huge (seq_len 549755813888) at 252416: its next silent piece would end at "
+        "268800, past the pool of 262144 that holds all of it"
+    ]
+    assert rounds == walks[0]["round"] + 1 < 40
+
+
+def test_silent_rounds_stop_at_the_time_span(tmp_path):
+    """With a pool that holds it, one second (and the timestamps' one) allows at most
+    2,000 rounds: the walk stops there instead of inventing 2**25 of them."""
+    rounds, said = _contradictions(_huge_log(tmp_path, 2**40))
+    (walk,) = [c for c in said if c["what"] == "silent rounds"]
+    assert "than the log's time span allows (2000 since 2026-11-02 15:16:26" in walk["detail"]
+    assert rounds == 2002  # the two logged rounds and the 2,000 silent ones between
