@@ -118,6 +118,9 @@ def main() -> int:
     ap.add_argument(
         "--plain", action="store_true", help="cases as drawn before tests/fuzz/_hostile.py"
     )
+    ap.add_argument(
+        "--no-wide", action="store_true", help="cases as drawn before tests/fuzz/_wider.py"
+    )
     args = ap.parse_args()
 
     from tests.conftest import FIXTURES
@@ -131,7 +134,9 @@ def main() -> int:
         tally.checkpoint = args.json
         (Path(root) / "cases").mkdir()
         pool = Pool(
-            args.workers, Path(root), args=(root, str(Path(root) / "cases"), not args.plain)
+            args.workers,
+            Path(root),
+            args=(root, str(Path(root) / "cases"), not args.plain, not (args.plain or args.no_wide)),
         )
         base = args.seed * 1_000_003 if args.first is None else args.first
         try:

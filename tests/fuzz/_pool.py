@@ -61,7 +61,7 @@ def serve(conn, run_one: Callable, limit_kb: int) -> None:
 
 
 def fuzz_worker(
-    conn, seed_dir: str, cases_dir: str, hostile: bool, sys_tmp: str, limit_kb: int
+    conn, seed_dir: str, cases_dir: str, hostile: bool, wide: bool, sys_tmp: str, limit_kb: int
 ) -> None:
     """A worker over make_case's cases."""
     # everything a command imports, before the first case's 30 s alarm is armed
@@ -78,7 +78,7 @@ def fuzz_worker(
 
     def run_one(job: int, started):
         with tempfile.TemporaryDirectory(prefix="kvf-fuzz-", dir=cases_dir) as d:
-            case = make_case(random.Random(job), Path(d), ledgers, hostile=hostile)
+            case = make_case(random.Random(job), Path(d), ledgers, hostile=hostile, wide=wide)
             started(case.argv[0], case.describe())
             r = run_case(case, Path(d))
         return r.command, r.code, r.seconds, r.problems + _left_in(Path(sys_tmp)), r.case
