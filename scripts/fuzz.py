@@ -116,6 +116,9 @@ def main() -> int:
     ap.add_argument("--first", type=int, help="run only this case (a seed a failure named)")
     ap.add_argument("--json", type=Path, help="write the tally here")
     ap.add_argument(
+        "--minutes", type=float, help="start no case after this long (the runs done count)"
+    )
+    ap.add_argument(
         "--plain", action="store_true", help="cases as drawn before tests/fuzz/_hostile.py"
     )
     ap.add_argument(
@@ -140,7 +143,8 @@ def main() -> int:
         )
         base = args.seed * 1_000_003 if args.first is None else args.first
         try:
-            pool.run(range(base, base + args.runs), tally)
+            deadline = t0 + 60 * args.minutes if args.minutes else None
+            pool.run(range(base, base + args.runs), tally, deadline)
         finally:
             pool.close()
     if _digest(FIXTURES) != fixtures:

@@ -151,9 +151,12 @@ class Pool:
         elif not s["p"].is_alive():
             self._fail(s, f"worker died (exit {s['p'].exitcode})", rss, on_result)
 
-    def run(self, jobs, on_result) -> None:
+    def run(self, jobs, on_result, deadline: float | None = None) -> None:
+        """Every job, or (``deadline``, a ``time.monotonic()``) those started before it."""
         jobs = collections.deque(jobs)
         while jobs or any(s["job"] is not None for s in self.slots):
+            if deadline is not None and time.monotonic() > deadline:
+                jobs.clear()  # the ones running finish; no more start
             for s in list(self.slots):
                 if s["job"] is None and jobs:
                     s["job"], s["t0"], s["case"] = jobs.popleft(), time.monotonic(), ("?", "?")
