@@ -88,14 +88,16 @@ def read_frame(path: str | Path) -> pl.DataFrame:
         raise InputError(f"{path}: no such file")
     ext = path.suffix.lower()
     try:
+        # glob=False, and ndjson from an open file: a [ or * in a name is no pattern
         if ext == ".parquet":
-            return pl.read_parquet(path)
+            return pl.read_parquet(path, glob=False)
         if ext == ".csv":
-            return pl.read_csv(path)
+            return pl.read_csv(path, glob=False)
         if ext == ".json":
             return pl.read_json(path)
         if ext == ".ndjson":
-            return pl.read_ndjson(path)
+            with path.open("rb") as fh:
+                return pl.read_ndjson(fh)
     except OSError as exc:
         raise InputError(f"{path}: cannot read ({exc.strerror or exc})") from None
     except Exception as exc:  # polars raises many kinds; the user needs one line

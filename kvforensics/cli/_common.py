@@ -6,9 +6,10 @@ import json
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 
 from kvforensics.progress import Stages
-from kvforensics.report.terminal import literal, paragraph, preview
+from kvforensics.report.terminal import paragraph, preview
 
 # No highlighter: its regexes run over every value printed, and on a long one (a
 # 100,000-character rid) they cost minutes; what is worth a colour is marked up.
@@ -73,9 +74,9 @@ def print_log_summary(summary) -> None:
     for path, line, why in summary.unreadable_samples[:3]:
         print_para(f"unreadable: {path}:{line}: {preview(why, 100)}")
     for path in summary.cut_lines:
-        console.print(f"[yellow]{literal(path)} ends in a cut line[/]: the log stops mid-write")
+        console.print(f"[yellow]{escape(str(path))} ends in a cut line[/]: the log stops mid-write")
     for gap in summary.gaps:
-        console.print(f"[yellow]gap[/]: {literal(gap)}")
+        console.print(f"[yellow]gap[/]: {escape(gap)}")
 
 
 def print_notes(notes: list[str]) -> None:

@@ -86,7 +86,7 @@ def report(
         else:
             paths = _on_scenario(inputs, out, names, round_no, title, force)
     for p in paths:
-        console.print(str(p), highlight=False)
+        console.print(str(p), markup=False)
     if are_logs(inputs):
         code = rr.exit_code()
         if code in EXIT_WHY:

@@ -81,3 +81,19 @@ def test_a_long_numeric_rid_prints_in_seconds(tmp_path):
         assert out.code == 0, out.stderr
         assert time.process_time() - t0 < 10, command
         assert rid not in out.stdout and "more)…" in out.stdout  # its head and tail only
+
+
+def test_paths_with_brackets_are_names_not_patterns_or_markup(tmp_path):
+    """``[`` in a path: polars took it for a glob (exit 70), rich for markup."""
+    odd = tmp_path / "["
+    odd.mkdir()
+    log = odd / "x]pp0.log"  # the path holds "[/x]"
+    log.write_text(write_log(tmp_path).read_text())
+    out = run_cli("rounds", log, "-o", odd / "y]r.parquet")
+    assert out.code == 0, out.stderr
+    assert f"4 rounds written to {odd / 'y]r.parquet'}" in out.stdout
+    for suffix in (".parquet", ".csv", ".json", ".ndjson"):
+        ledger = odd / f"l]{suffix}"
+        assert run_cli("simulate", SCENARIO, "--ledger", ledger).code == 0
+        out = run_cli("diff", ledger, "--policy", "prefix,fixed")
+        assert out.code == 0, (suffix, out.stderr)
