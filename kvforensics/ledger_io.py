@@ -134,6 +134,7 @@ def validate_ledger(df: pl.DataFrame, source: str) -> None:
             f"{source}: not a ledger (missing columns: {', '.join(missing[:5])}); "
             "give a file written by simulate --ledger or report"
         )
+    _check_steps(df, source)
     adapter = _rows_adapter()
     present = [c for c in NAMES if c in df.columns]  # a file from before LATER lacks those
     for offset in range(0, df.height, _BATCH):
@@ -150,6 +151,21 @@ def validate_ledger(df: pl.DataFrame, source: str) -> None:
                 "not a ledger as simulate --ledger writes it"
             ) from None
     _check_pieces(df, source)
+
+
+def _check_steps(df: pl.DataFrame, source: str) -> None:
+    """Each step of a round is one row (per policy): a row repeated (a file's rows copied
+    into it again) is damage, refused before any work grows with the copies."""
+    keys = [c for c in ("policy", "round", "step") if c in df.columns]
+    again = df.select(keys).with_row_index("_row").filter(~pl.struct(keys).is_first_distinct())
+    if again.height:
+        r = again.row(0, named=True)
+        of = f" of policy {clip(repr(r['policy']), 40)}" if "policy" in r else ""
+        raise InputError(
+            f"{source}: row {r['_row'] + 1}: round {clip(str(r['round']), 30)} step "
+            f"{clip(str(r['step']), 30)}{of} is there already; not a ledger as simulate "
+            "--ledger writes it"
+        )
 
 
 #: the calls a ledger row records (``model/adder.py``, ``model/node.py``)

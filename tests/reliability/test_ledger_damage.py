@@ -35,11 +35,13 @@ def test_a_boolean_column_read_as_text_gives_the_same_diff(tmp_path):
     """``forced`` empty in the rows polars infers types from, then ``true``/``false``: the
     column reads as text, and casting text to Boolean raised InvalidOperationError."""
     header, rows, _ = _rows(tmp_path)
-    at = header.index("forced")
+    at, rnd = header.index("forced"), header.index("round")
     blank = [r for r in rows if r[at] == ""]
     assert {r[at] for r in rows} - {""} == {"true", "false"}
-    # the blank rows first, many times over, then every row
-    path = _write(tmp_path / "late.csv", header, blank * 10 + rows)
+    # copies of the blank rows first (as later rounds, so no step is there twice)
+    copies = [[*r[:rnd], str(int(r[rnd]) + 1000 * k), *r[rnd + 1 :]]
+              for k in range(1, 11) for r in blank]  # fmt: skip
+    path = _write(tmp_path / "late.csv", header, rows[:1] + copies + rows[1:])
     assert pl.read_csv(path).schema["forced"] == pl.String
     # the same rows, typed from the whole file, as Parquet: the diff it gives
     typed = tmp_path / "late.parquet"
@@ -71,3 +73,18 @@ def test_a_ledger_from_before_the_later_columns_reads(tmp_path):
     out = run_cli("diff", path, *DIFF)
     assert out.code == 0, out.stderr
     assert out.stdout.replace(str(path), "L") == said.replace(str(tmp_path / "good.csv"), "L")
+
+
+def test_rows_copied_again_are_one_line(tmp_path):
+    """The rows a thousand times over: each step is one row, so the second copy is damage
+    (diff spent minutes laying out rounds of thousands of pieces)."""
+    header, rows, _ = _rows(tmp_path)
+    path = _write(tmp_path / "copies.csv", header, rows * 1000)
+    step = rows[0][header.index("step")]
+    for args in (("diff", path, *DIFF), ("explain", path, "--round", "0")):
+        out = run_cli(*args)
+        assert out.code == 2, out.stderr
+        assert out.stderr.strip() == (
+            f"error: {path}: row {len(rows) + 1}: round 0 step {step} of policy 'prefix' is "
+            "there already; not a ledger as simulate --ledger writes it"
+        )
