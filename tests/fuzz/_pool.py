@@ -36,7 +36,11 @@ def _reset_peak() -> None:
 
 
 def _left_in(tmp: Path) -> list[str]:
-    """What a case left in the temporary directory (removed, and reported)."""
+    """What a case left in the temporary directory (removed, and reported); the directory
+    itself gone is a finding too (made again for the next case)."""
+    if not tmp.is_dir():
+        tmp.mkdir(parents=True, exist_ok=True)
+        return [f"the temporary directory {tmp.name} was removed"]
     left = sorted(p.name for p in tmp.iterdir())
     for p in tmp.iterdir():
         shutil.rmtree(p) if p.is_dir() and not p.is_symlink() else p.unlink()
@@ -126,7 +130,11 @@ class Pool:
 
     def _poll(self, s, on_result) -> None:
         while s["job"] is not None and s["pipe"].poll(0.005):
-            msg = s["pipe"].recv()
+            try:
+                msg = s["pipe"].recv()
+            except (EOFError, OSError):  # the worker died mid-message
+                self._fail(s, f"worker died (exit {s['p'].exitcode})", 0, on_result)
+                return
             if msg[0] == "start":
                 s["case"] = msg[2:]
                 continue
