@@ -143,9 +143,11 @@ class Pool:
                 found = [*found, f"peak RSS {rss >> 10} MiB: over {self.limit_kb >> 10} MiB"]
             on_result((job, cmd, code, secs, found, case, rss))
             s["job"] = None
-            if rss > self.limit_kb or code == -1:
-                s["p"].join(5)  # it ends itself
-            if not s["p"].is_alive():
+            ending = rss > self.limit_kb or code == -1
+            if ending:
+                s["p"].join(5)  # it ends itself (killed if that takes longer)
+            if ending or not s["p"].is_alive():
+                # never a next job for a worker on its way out: it would die holding it
                 self._replace(s)
         if s["job"] is None:
             return

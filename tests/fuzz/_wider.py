@@ -24,6 +24,11 @@ PP1 = FIXTURES / "logs" / "samples" / "incident-pp1.log"
 _RID = re.compile(rb"(?<=rid=)[^,\s\]]+|as-[a-z0-9]{10}")
 _LINE_TIME = re.compile(rb"^\[(\d{4}-\d\d-\d\d) (\d\d:\d\d:\d\d)")
 LOG_COMMANDS = {"rounds", "replay", "diff", "explain", "report", "scan", "exec", "parse"}
+#: the most a drawn input grows to (the incident's cut at 128 KiB with 100,000-character
+#: rids is ~90 MB): the runs test the commands, not the machine's disk and memory
+MAX_BYTES = 96 << 20
+#: the most rows a damaged ledger CSV is given (a thousand copies of the incident's)
+MAX_ROWS = 50_000
 
 
 def widen(case, rng: random.Random, tmp: Path) -> None:
@@ -48,7 +53,7 @@ def _damage(rng: random.Random, path: Path) -> None:
     data = path.read_bytes()
     how = rng.choice(["one_rid", "reused", "ranks", "wrapped", "long_at_scale", "crlf_mix"])
     if how == "one_rid":
-        data = one_rid(data, rng.choice([b"as-same", b"r" * rng.choice([300, 100_000])]))
+        data = one_rid(data, rng.choice([b"as-same", b"r" * _rid_length(rng, data)]))
     elif how == "reused":
         pool = [b"as-%d" % i for i in range(rng.choice([1, 2, 3]))]
         data = _RID.sub(lambda m: rng.choice(pool), data)
@@ -62,6 +67,13 @@ def _damage(rng: random.Random, path: Path) -> None:
         lines = data.split(b"\n")
         data = b"".join(ln + (b"\r\n" if rng.random() < 0.5 else b"\n") for ln in lines)
     path.write_bytes(data)
+
+
+def _rid_length(rng: random.Random, data: bytes) -> int:
+    """300 or 100,000 characters, the long one only while the log stays under
+    ``MAX_BYTES`` (a log with rounds repeated 300 times would pass gigabytes)."""
+    n = len(_RID.findall(data))
+    return 100_000 if rng.random() < 0.5 and n * 100_000 <= MAX_BYTES else 300
 
 
 def one_rid(data: bytes, rid: bytes) -> bytes:
@@ -155,7 +167,7 @@ def damage_ledger_csv(rng: random.Random, text: str) -> str:
     else:
         blank = [[*r[:j], "", *r[j + 1:]] for r in body]
         body = blank * rng.choice([5, 50]) + body
-    body = body * rng.choice([1, 1, 2, 1000])
+    body = body * min(rng.choice([1, 1, 2, 1000]), max(MAX_ROWS // len(body), 1))
     out = io.StringIO()
     csv.writer(out, lineterminator="\n").writerows([header, *body])
     return out.getvalue()
