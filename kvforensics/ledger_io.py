@@ -12,7 +12,7 @@ from pydantic import ConfigDict, Field, TypeAdapter, ValidationError, create_mod
 from kvforensics.clip import clip
 from kvforensics.errors import InputError
 from kvforensics.model.config import MAX_TOKENS
-from kvforensics.model.ledger import NAMES, SCHEMA
+from kvforensics.model.ledger import LATER, NAMES, SCHEMA
 from kvforensics.outputs import atomic_write
 
 FORMATS = (".parquet", ".csv", ".json", ".ndjson")
@@ -52,10 +52,34 @@ def write_frame(df: pl.DataFrame, out: str | Path) -> None:
 
 
 def read_ledger(path: str | Path) -> pl.DataFrame:
-    """A ledger file, checked against the ledger's schema row by row."""
+    """A ledger file, checked against the ledger's schema row by row, in its dtypes."""
     df = read_frame(path)
     validate_ledger(df, str(path))
-    return df
+    return _typed(df)
+
+
+#: the text pydantic's lax booleans accept (validation has passed), as the values
+_BOOL_TEXT = {
+    **dict.fromkeys(("true", "t", "yes", "y", "on", "1"), True),
+    **dict.fromkeys(("false", "f", "no", "n", "off", "0"), False),
+}
+
+
+def _typed(df: pl.DataFrame) -> pl.DataFrame:
+    """The ledger's columns in the ledger's dtypes. A CSV column whose first rows are empty
+    reads as text (polars infers from the first rows), and polars casts no text to
+    Boolean: the validated words are mapped instead."""
+    cols = []
+    for name, have in df.schema.items():
+        want = SCHEMA.get(name)
+        if want is None or have == want:
+            continue
+        if want == pl.Boolean and have == pl.Utf8:
+            words = pl.col(name).str.strip_chars().str.to_lowercase()
+            cols.append(words.replace_strict(_BOOL_TEXT, default=None, return_dtype=pl.Boolean))
+        else:
+            cols.append(pl.col(name).cast(want, strict=False))
+    return df.with_columns(cols) if cols else df
 
 
 def read_frame(path: str | Path) -> pl.DataFrame:
@@ -64,18 +88,21 @@ def read_frame(path: str | Path) -> pl.DataFrame:
         raise InputError(f"{path}: no such file")
     ext = path.suffix.lower()
     try:
+        # glob=False, and ndjson from an open file: a [ or * in a name is no pattern
         if ext == ".parquet":
-            return pl.read_parquet(path)
+            return pl.read_parquet(path, glob=False)
         if ext == ".csv":
-            return pl.read_csv(path)
+            return pl.read_csv(path, glob=False)
         if ext == ".json":
             return pl.read_json(path)
         if ext == ".ndjson":
-            return pl.read_ndjson(path)
+            with path.open("rb") as fh:
+                return pl.read_ndjson(fh)
     except OSError as exc:
         raise InputError(f"{path}: cannot read ({exc.strerror or exc})") from None
     except Exception as exc:  # polars raises many kinds; the user needs one line
-        raise InputError(f"{path}: cannot read as {ext[1:]} ({type(exc).__name__})") from None
+        said = next(iter(str(exc).strip().splitlines()), "") or type(exc).__name__
+        raise InputError(f"{path}: cannot read as {ext[1:]}: {clip(said, 120)}") from None
     raise InputError(f"{path}: unknown ledger format {ext!r}; use one of {', '.join(FORMATS)}")
 
 
@@ -101,15 +128,17 @@ def _rows_adapter() -> TypeAdapter:
 
 def validate_ledger(df: pl.DataFrame, source: str) -> None:
     """One line naming the first bad row and column of a ledger read from a file."""
-    missing = [c for c in NAMES if c not in df.columns]
+    missing = [c for c in NAMES if c not in df.columns and c not in LATER]
     if missing:
         raise InputError(
             f"{source}: not a ledger (missing columns: {', '.join(missing[:5])}); "
             "give a file written by simulate --ledger or report"
         )
+    _check_steps(df, source)
     adapter = _rows_adapter()
+    present = [c for c in NAMES if c in df.columns]  # a file from before LATER lacks those
     for offset in range(0, df.height, _BATCH):
-        part = df.slice(offset, _BATCH).select(NAMES)
+        part = df.slice(offset, _BATCH).select(present)
         try:
             adapter.validate_python(part.to_dicts())
         except ValidationError as exc:
@@ -122,6 +151,21 @@ def validate_ledger(df: pl.DataFrame, source: str) -> None:
                 "not a ledger as simulate --ledger writes it"
             ) from None
     _check_pieces(df, source)
+
+
+def _check_steps(df: pl.DataFrame, source: str) -> None:
+    """Each step of a round is one row (per policy): a row repeated (a file's rows copied
+    into it again) is damage, refused before any work grows with the copies."""
+    keys = [c for c in ("policy", "round", "step") if c in df.columns]
+    again = df.select(keys).with_row_index("_row").filter(~pl.struct(keys).is_first_distinct())
+    if again.height:
+        r = again.row(0, named=True)
+        of = f" of policy {clip(repr(r['policy']), 40)}" if "policy" in r else ""
+        raise InputError(
+            f"{source}: row {r['_row'] + 1}: round {clip(str(r['round']), 30)} step "
+            f"{clip(str(r['step']), 30)}{of} is there already; not a ledger as simulate "
+            "--ledger writes it"
+        )
 
 
 #: the calls a ledger row records (``model/adder.py``, ``model/node.py``)

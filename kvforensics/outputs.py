@@ -22,10 +22,19 @@ _STAGING_EXTRA = 24
 
 def check_not_input(out: Path, inputs: Iterable[Path]) -> None:
     """Refuse to write an output over one of the inputs."""
-    target = Path(out).resolve()
+    target = _resolved(Path(out))
     for p in inputs:
-        if Path(p).resolve() == target:
+        if _resolved(Path(p)) == target:
             raise InputError(f"refusing to write {out}: it is one of the input files")
+
+
+def _resolved(path: Path) -> Path:
+    """``path`` with its links followed; a link loop (``a -> b -> a``) is the user's to
+    fix (Python raises RuntimeError for it before 3.13, OSError after)."""
+    try:
+        return path.resolve()
+    except (RuntimeError, OSError):
+        raise InputError(f"{clip(str(path), 200)}: a symlink loop; give the file itself") from None
 
 
 def check_output(out: Path, inputs: Iterable[Path] = (), *, directory: bool = False) -> None:

@@ -116,7 +116,13 @@ def main() -> int:
     ap.add_argument("--first", type=int, help="run only this case (a seed a failure named)")
     ap.add_argument("--json", type=Path, help="write the tally here")
     ap.add_argument(
+        "--minutes", type=float, help="start no case after this long (the runs done count)"
+    )
+    ap.add_argument(
         "--plain", action="store_true", help="cases as drawn before tests/fuzz/_hostile.py"
+    )
+    ap.add_argument(
+        "--no-wide", action="store_true", help="cases as drawn before tests/fuzz/_wider.py"
     )
     args = ap.parse_args()
 
@@ -131,11 +137,14 @@ def main() -> int:
         tally.checkpoint = args.json
         (Path(root) / "cases").mkdir()
         pool = Pool(
-            args.workers, Path(root), args=(root, str(Path(root) / "cases"), not args.plain)
+            args.workers,
+            Path(root),
+            args=(root, str(Path(root) / "cases"), not args.plain, not (args.plain or args.no_wide)),
         )
         base = args.seed * 1_000_003 if args.first is None else args.first
         try:
-            pool.run(range(base, base + args.runs), tally)
+            deadline = t0 + 60 * args.minutes if args.minutes else None
+            pool.run(range(base, base + args.runs), tally, deadline)
         finally:
             pool.close()
     if _digest(FIXTURES) != fixtures:

@@ -6,12 +6,15 @@ import json
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 
 from kvforensics.progress import Stages
 from kvforensics.report.terminal import paragraph, preview
 
-console = Console()
-err_console = Console(stderr=True)
+# No highlighter: its regexes run over every value printed, and on a long one (a
+# 100,000-character rid) they cost minutes; what is worth a colour is marked up.
+console = Console(highlight=False)
+err_console = Console(stderr=True, highlight=False)
 
 
 def print_json(obj: Any) -> None:
@@ -74,9 +77,9 @@ def print_log_summary(summary) -> None:
     for path, line, why in summary.unreadable_samples[:3]:
         print_para(f"unreadable: {path}:{line}: {preview(why, 100)}")
     for path in summary.cut_lines:
-        console.print(f"[yellow]{path} ends in a cut line[/]: the log stops mid-write")
+        console.print(f"[yellow]{escape(str(path))} ends in a cut line[/]: the log stops mid-write")
     for gap in summary.gaps:
-        console.print(f"[yellow]gap[/]: {gap}", highlight=False)
+        console.print(f"[yellow]gap[/]: {escape(gap)}")
 
 
 def print_notes(notes: list[str]) -> None:

@@ -29,6 +29,7 @@ from kvforensics.cli._inputs import (
     Until,
     check_format,
 )
+from kvforensics.report.terminal import literal
 
 
 @app.command("exec")
@@ -104,7 +105,8 @@ def _oom_text(oom: dict | None) -> str:
     if oom is None:
         return "none"
     return (
-        f"round {oom['round']}, {oom['rid']}: {oom['tokens']} tokens, {oom['available']} available"
+        f"round {oom['round']}, {literal(oom['rid'])}: {oom['tokens']} tokens, "
+        f"{oom['available']} available"
     )
 
 
@@ -127,9 +129,9 @@ def _table(r) -> None:
     integ = "[green]ok[/]" if not r.integrity else f"[red]{len(r.integrity)} failures[/]"
     t.add_row("KV integrity", integ)
     t.add_row("rounds executed", str(r.rounds))
-    t.add_row("completed", ", ".join(r.completed) or "-")
+    t.add_row("completed", literal(", ".join(r.completed) or "-"))
     if r.incomplete:
-        t.add_row("not completed", ", ".join(r.incomplete))
+        t.add_row("not completed", literal(", ".join(r.incomplete)))
     t.add_row(
         "rows written / loaded back",
         f"{r.stats['rows_written']} / {r.stats['rows_loaded_back']}",
@@ -140,6 +142,6 @@ def _table(r) -> None:
     if r.oom_message:
         console.print(r.oom_message, markup=False, highlight=False)
     for line in r.integrity[:20]:
-        console.print(f"[red]integrity:[/] {line}")
+        console.print(f"[red]integrity:[/] {literal(line)}")
     for note in r.notes:
         console.print(f"note: {note}", markup=False)

@@ -61,7 +61,7 @@ def parse(
 
 def print_summary(s: ParseSummary, out: Path, keep=None) -> None:
     # soft_wrap: lines stay whole (paths, samples) so they can be grepped and copied
-    console = Console(soft_wrap=True)
+    console = Console(soft_wrap=True, highlight=False)
     mb = s.bytes_read / 1e6
     console.print(
         f"read {len(s.files)} file(s), {mb:.1f} MB, {s.lines} lines -> "
@@ -78,7 +78,7 @@ def print_summary(s: ParseSummary, out: Path, keep=None) -> None:
     kept = {k: n - s.outside_times.get(k, 0) for k, n in s.matched.items()}
     for k, n in sorted(kept.items(), key=lambda kv: -kv[1]):
         if n:
-            table.add_row(k, str(n))
+            table.add_row(escape(k), str(n))
     table.add_row("[dim]attached to multi-line events[/]", str(s.attached_lines))
     table.add_row("[yellow]unmatched[/]", str(s.unmatched))
     if s.unreadable:

@@ -39,7 +39,7 @@ from kvforensics.cli._inputs import (
 from kvforensics.replay import replay_logs, verdict_text
 from kvforensics.replay.stock import StockAnalysis
 from kvforensics.replay.stock_words import release_line, stock_text
-from kvforensics.report.terminal import FitTable
+from kvforensics.report.terminal import FitTable, literal
 from kvforensics.scan import whole_log, whole_log_dict
 from kvforensics.scan.terminal import whole_log_line
 
@@ -106,7 +106,7 @@ def _print_replay(rr, d: dict, wl) -> None:
         )
     if o:
         console.print(
-            f"[bold]Logged out of memory[/]: round {o['round']}, {o['rid']}, "
+            f"[bold]Logged out of memory[/]: round {o['round']}, {literal(o['rid'])}, "
             f"Try to allocate {o['tokens']} tokens, {o['available']} available"
             + "".join(
                 f" ({pool} pool: {o[f'{pool}_available']} available)"

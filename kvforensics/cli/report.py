@@ -95,7 +95,7 @@ def report(
         else:
             paths = _on_scenario(inputs, out, names, round_no, title, force, reproduce)
     for p in paths:
-        console.print(str(p), highlight=False)
+        console.print(str(p), markup=False)
     if are_logs(inputs):
         code = rr.exit_code()
         if code in EXIT_WHY:

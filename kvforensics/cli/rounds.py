@@ -11,6 +11,7 @@ from typing import Annotated
 
 import polars as pl
 import typer
+from rich.markup import escape
 
 from kvforensics.cli import app
 from kvforensics.cli._common import console, print_contradictions, print_json, print_log_summary
@@ -33,7 +34,7 @@ from kvforensics.outputs import atomic_write, check_output
 from kvforensics.progress import current
 from kvforensics.replay import EXIT_MISMATCH
 from kvforensics.replay.stock import fork_lines, require_scheduler_log
-from kvforensics.report.terminal import FitTable
+from kvforensics.report.terminal import FitTable, literal
 from kvforensics.rounds import from_logs
 from kvforensics.rounds.batches import batch_rounds
 from kvforensics.rounds.ranks import deciding_rank, describe_rank
@@ -97,11 +98,12 @@ def rounds(
     if rb.rounds:
         console.print(_table(rb, source, last), highlight=False)
     else:
-        console.print(f"0 rounds rebuilt from {source}", highlight=False)
+        console.print(f"0 rounds rebuilt from {source}", markup=False)
     if rb.oom:
         console.print(
-            f"[red]out of memory[/] in round {rb.oom.round} ({rb.oom.rid}): "
-            f"Try to allocate {rb.oom.tokens} tokens, {rb.oom.available} available ({rb.oom.where})"
+            f"[red]out of memory[/] in round {rb.oom.round} ({literal(rb.oom.rid)}): "
+            f"Try to allocate {rb.oom.tokens} tokens, {rb.oom.available} available "
+            f"({escape(str(rb.oom.where))})"
         )
     print_contradictions(rb.contradictions, limit=10)
     console.print("✓ = cross-checked against another rank's lines")
@@ -154,12 +156,13 @@ def _write(logs: list[Path], output: Path, opts: LogOptions, narrow) -> None:
     with opts.stages():
         atomic_write(output, write)
     print_log_summary(ls.summary)
-    console.print(f"{count[0]} rounds written to {output}", highlight=False)
+    console.print(f"{count[0]} rounds written to {output}", markup=False)
     oom = ls.rebuilder.oom if ls.rebuilder else None
     if oom:
         console.print(
-            f"[red]out of memory[/] in round {oom.round} ({oom.rid}): "
-            f"Try to allocate {oom.tokens} tokens, {oom.available} available ({oom.where})"
+            f"[red]out of memory[/] in round {oom.round} ({literal(oom.rid)}): "
+            f"Try to allocate {oom.tokens} tokens, {oom.available} available "
+            f"({escape(str(oom.where))})"
         )
     found = ls.rebuilder.contradictions if ls.rebuilder else []
     print_contradictions(found, limit=10)
@@ -213,7 +216,7 @@ def _batch_level(events, summary, fmt: str, last: int, rank: str | None) -> None
         )
     console.print(t, highlight=False)
     if br.other_ranks:
-        console.print(f"Other ranks with batch lines (--rank): {', '.join(br.other_ranks)}")
+        console.print(f"Other ranks with batch lines (--rank): {literal(', '.join(br.other_ranks))}")
     console.print(
         "Batch level only: the pieces of each request need PrefillAdder lines, which this "
         "log does not have."

@@ -98,7 +98,7 @@ def scan(
     else:
         print_fleet(fleet, console)
         for path in written:
-            console.print(f"wrote {path}", highlight=False)
+            console.print(f"wrote {path}", markup=False)
     if failed:
         if output or report:
             typer.echo("error: no node could be replayed; nothing written", err=True)

@@ -14,6 +14,7 @@ from kvforensics.cli._common import console, print_json, split_policies, stages
 from kvforensics.cli._inputs import NoProgress, check_format
 from kvforensics.ledger_io import ledger_format, write_frame
 from kvforensics.outputs import check_output
+from kvforensics.report.terminal import literal
 from kvforensics.scenario import load_scenario
 
 
@@ -65,8 +66,10 @@ def simulate(
                 "--show 0 for all, --format json or --ledger for everything"
             )
         for rec in shown:
-            pieces = ", ".join(f"{x} [{s}, {e})" for x, s, e in rec.pieces) or "-"
-            dec = ", ".join(f"{x}: {d}/{b}" for c, x, d, b in rec.decisions if c == "add_one_req")
+            pieces = ", ".join(f"{literal(x)} [{s}, {e})" for x, s, e in rec.pieces) or "-"
+            dec = ", ".join(
+                f"{literal(x)}: {d}/{b}" for c, x, d, b in rec.decisions if c == "add_one_req"
+            )
             if rec.skipped_waiting:
                 dec = (dec + " " if dec else "") + "(waiting queue skipped)"
             table.add_row(
@@ -75,7 +78,7 @@ def simulate(
         console.print(table)
         if r.oom:
             console.print(
-                f"[bold red]out of memory[/] in round {r.oom.round} for {r.oom.rid}: "
+                f"[bold red]out of memory[/] in round {r.oom.round} for {literal(r.oom.rid)}: "
                 f"tried to allocate {r.oom.tokens} tokens, {r.oom.available} available"
             )
         else:

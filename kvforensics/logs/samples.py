@@ -58,17 +58,33 @@ def format_sample_problems(cat: Catalogue, fmt: Format, sample: dict) -> list[st
     if unknown:
         out.append(f"expects fields {unknown} that no format defines")
     for name in sorted(set(cat.field_types()) | set(expect)):
-        if name in row and not _same(row[name], expect.get(name)):
-            out.append(f"{name} is {row[name]!r}, expected {expect.get(name)!r}")
+        want, why = _want(name, expect[name]) if name in expect else (None, None)
+        if why:
+            out.append(why)
+        elif name in row and not _same(row[name], want):
+            out.append(f"{name} is {row[name]!r}, expected {want!r}")
     return out
 
 
-def _want(key: str, value: Any) -> Any:
-    if key == "time":
-        return datetime.strptime(value, "%Y-%m-%d %H:%M:%S.%f")
-    if key == "clock":
-        return time.fromisoformat(value)
-    return value
+#: what a prefix sample's expected time and clock are: the value they parse to, and how
+#: a user's file may write them (text, with or without fractional seconds, or TOML's own)
+_TIMES = {
+    "time": (datetime, datetime.fromisoformat, "a date and time like '2025-06-05 15:08:56'"),
+    "clock": (time, time.fromisoformat, "a time of day like '15:08:56.123'"),
+}
+
+
+def _want(key: str, value: Any) -> tuple[Any, str | None]:
+    """The value an ``expect`` entry means, or why it means none (a problem to report)."""
+    if key not in _TIMES:
+        return value, None
+    kind, parse, like = _TIMES[key]
+    if isinstance(value, kind):
+        return value, None  # a TOML date-time or time, unquoted
+    try:
+        return parse(value), None
+    except (TypeError, ValueError):
+        return None, f"expects {key} {value!r}, which is not {like}"
 
 
 def prefix_sample_problems(cat: Catalogue, sample: dict) -> list[str]:
@@ -82,7 +98,10 @@ def prefix_sample_problems(cat: Catalogue, sample: dict) -> list[str]:
         out.append(f"expects {key!r}, which a prefix does not give")
     for key in keys:
         default = "" if key == "rank" else (False if key == "time_has_ms" else None)
-        want = _want(key, expect[key]) if key in expect else default
+        want, why = _want(key, expect[key]) if key in expect else (default, None)
+        if why:
+            out.append(why)
+            continue
         if key == "clock" and key not in expect:
             continue  # implied by time
         if row[key] != want:

@@ -6,6 +6,8 @@ rather than an error, because the lines before the damage are usually the eviden
 
 from __future__ import annotations
 
+import errno
+import os
 import zlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -20,7 +22,8 @@ OUT_PIECE = 256 << 10
 def check_readable(path: Path) -> None:
     """One-line errors for inputs that cannot be a log at all."""
     if not path.exists():
-        raise InputError(f"{path}: no such file")
+        # exists() is False for a link loop too: say which it is
+        raise InputError(f"{path}: {'a symlink loop' if _loops(path) else 'no such file'}")
     if path.is_dir():
         raise InputError(f"{path}: is a directory, expected a log file")
     if not path.is_file():
@@ -30,6 +33,14 @@ def check_readable(path: Path) -> None:
             pass
     except OSError as exc:
         raise InputError(f"{path}: cannot open: {exc.strerror or exc}") from None
+
+
+def _loops(path: Path) -> bool:
+    try:
+        os.stat(path)
+    except OSError as exc:
+        return exc.errno == errno.ELOOP
+    return False
 
 
 def is_gzip(path: Path) -> bool:

@@ -13,6 +13,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from rich.console import Console, ConsoleOptions, RenderResult
+from rich.markup import escape
 from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
@@ -43,11 +44,15 @@ class FitTable:
         self.styles.append(style)
 
     def wide(self) -> Table:
-        t = Table(title=self.title, caption=self.caption, show_lines=self.show_lines)
+        # Cells, title and caption hold values from the input (rids, paths): as Text, rich
+        # neither parses them as markup nor runs its highlighter's regexes over them.
+        t = Table(
+            title=_plain(self.title), caption=_plain(self.caption), show_lines=self.show_lines
+        )
         for i, h in enumerate(self.headers):
             t.add_column(h, justify="right" if i in self.right else "left", overflow="fold")
         for r, style in zip(self.rows, self.styles, strict=True):
-            t.add_row(*r, style=style)
+            t.add_row(*(Text(c) for c in r), style=style)
         return t
 
     def narrow(self, width: int) -> list[Text]:
@@ -120,6 +125,17 @@ def shorten_values(text: str, values: Iterable[str]) -> str:
 
 def _cell(v: object) -> str:
     return "-" if v is None else shorten_words(str(v))
+
+
+def _plain(text: str | None) -> Text | None:
+    return None if text is None else Text(shorten_words(text))
+
+
+def literal(value: object) -> str:
+    """A value from the input (a rid, a path, a line) as it goes into a line with markup:
+    long words cut as ``shorten_words`` does, then escaped, so a ``[`` in a rid is text.
+    Print such lines with ``highlight=False`` (the shared consoles do)."""
+    return escape(shorten_words(str(value)))
 
 
 def paragraph(text: str, width: int, indent: int = 2, hang: int = 4) -> str:

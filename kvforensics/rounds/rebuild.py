@@ -11,6 +11,7 @@ short tail is all the lookahead there is.
 
 from __future__ import annotations
 
+import sys
 from bisect import bisect_left
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -27,6 +28,12 @@ from kvforensics.rounds.records import Contradiction, Decision, LoggedOom, Piece
 from kvforensics.rounds.segment import KINDS, Segmenter, rows_of
 
 __all__ = ["KINDS", "Decision", "Piece", "Rebuild", "Rebuilder", "Round", "rebuild_rounds"]
+
+#: The most rounds a node runs in a second: every round is at least one forward of the
+#: model, and none takes under a millisecond. It bounds the silent rounds the rebuild may
+#: infer between two timed lines (their times, plus the 1 s the timestamps resolve): a
+#: walk that needs more contradicts the log's time span instead of running on.
+MAX_ROUNDS_PER_SECOND = 1000
 
 
 @dataclass
@@ -165,13 +172,15 @@ def _baselines_for(cfg: Config, done: int, seq: int, lo: int, hi: int, above: in
     return least, most
 
 
-def _first_start(cfg: Config, chunked, base_end: Prov | None, spent: int) -> int | None:
+def _first_start(cfg: Config, chunked, base_end: Prov | None, spent: int, limit: int) -> int | None:
     """Walking the chunked request forward with the model (silent rounds, baseline as the
     last known round left it), the first start from which its non-last piece is ``spent``
-    tokens once page-ceiled. None when the walk never gives one."""
+    tokens once page-ceiled. None when the walk never gives one within ``limit`` steps
+    (the silent rounds the log's time span allows; each step also advances at least one
+    token, so ``seq - done`` bounds it without times)."""
     _, seq, d = chunked
     b = base_end.value if base_end else 0
-    while d < seq:
+    for _ in range(min(seq - d, limit)):
         end, _ = _chunk_step(cfg, d, seq, b)
         if end < seq and cfg.ceil_page(end - d) == spent:
             return d
@@ -196,7 +205,9 @@ def _oom_in_logged_round(rnd: Round) -> None:
     rnd.baseline_end = None
 
 
-def _oom_start(cfg: Config, chunked, base_end: Prov | None, tokens: int) -> tuple[int, bool]:
+def _oom_start(
+    cfg: Config, chunked, base_end: Prov | None, tokens: int, limit: int
+) -> tuple[int, bool]:
     """Where the out-of-memory piece of the chunked request starts: the first point of a
     walk with the model's ``add_chunked_req`` sizing (baseline as the last known round left
     it) from which the piece is ``tokens`` long. Each step before it is a silent round the
@@ -204,10 +215,12 @@ def _oom_start(cfg: Config, chunked, base_end: Prov | None, tokens: int) -> tupl
     itself), so the walk stops there.
 
     Returns (start, found); when no step gives ``tokens``, the start of the step where the
-    model itself runs out of memory (the last known end when it never does), not found."""
+    model itself runs out of memory (the last known end when it never does), not found.
+    At most ``limit`` steps (the silent rounds the time span allows; every step advances
+    at least one token, so ``seq - done`` bounds the walk in any case)."""
     _, seq, d = chunked
     b = base_end.value if base_end else 0
-    while d < seq:
+    for _ in range(min(seq - d, limit)):
         end, forced = _chunk_step(cfg, d, seq, b)
         if end - d == tokens:
             return d, True
@@ -230,7 +243,8 @@ def _move_bracketed_end(cfg: Config, out: list[Round], chunked, tokens: int, ava
         return None
     _, seq, _ = chunked
     lo, hi = p.interval_end
-    for s in range(max(lo, p.start + 1), min(hi, seq) + 1):
+    # the round's piece is at most one chunk: that, the block and the request bound the scan
+    for s in range(max(lo, p.start + 1), min(hi, seq, p.start + cfg.chunked_prefill_size) + 1):
         if _chunk_step(cfg, s, seq, avail)[0] - s != tokens:
             continue
         # and the round itself must be what the baseline the crash implies gave
@@ -393,6 +407,10 @@ class Rebuilder:
         self.shrinks: dict[int, tuple[int, int, int]] = {}
         self.drops: list[Drop] = []
         self._late: list[Contradiction] = []  # impossible baselines: told after the rest
+        #: silent rounds inferred since the last round that printed a line, and that
+        #: round's time: what ``MAX_ROUNDS_PER_SECOND`` bounds
+        self._silent = 0
+        self._printed_at: datetime | None = None
 
     # -- what the stream sees -------------------------------------------------
     def stream(self, rows: Iterable[tuple]) -> Iterator[Round]:
@@ -456,6 +474,10 @@ class Rebuilder:
     def _emit(self, rnd: Round) -> None:
         rnd.index = self.count
         self.count += 1
+        if rnd.decisions or rnd.as_writes or rnd.oom is not None:
+            self._silent, self._printed_at = 0, rnd.time
+        else:
+            self._silent += 1
         self.logged += bool(rnd.decisions)
         if rnd.pieces:
             self.with_pieces += 1
@@ -483,17 +505,53 @@ class Rebuilder:
     def _base(self) -> int:
         return self.base_end.value if self.base_end else 0
 
+    def _allowance(self, time) -> int:
+        """How many more silent rounds fit before a round printed at ``time``: the time
+        since the last printed round (plus the timestamps' 1 s) at ``MAX_ROUNDS_PER_SECOND``.
+        Without both times only the request's length bounds them (``sys.maxsize`` here)."""
+        if time is None or self._printed_at is None:
+            return sys.maxsize
+        span = max((time - self._printed_at).total_seconds(), 0.0) + 1.0
+        return max(int(span * MAX_ROUNDS_PER_SECOND) - self._silent, 0)
+
     def _gap(self, until: int, time, *, stop=None) -> None:
         """Silent rounds of the chunked request between its known end and ``until`` (or
-        until ``stop(done)`` says the next known piece starts here)."""
+        until ``stop(done)`` says the next known piece starts here). Each advances the
+        request by at least one token, so ``until - done`` bounds them; the log's time span
+        bounds them too, and so does the pool (a chunked request holds all it has computed
+        on the device): a gap that needs more is a contradiction, and stops there."""
+        left = self._allowance(time)
         while self.chunked and self.chunked[2] < until and not (stop and stop(self.chunked[2])):
-            r, self.chunked, self.base_end, over = _silent_round(
+            if left <= 0:
+                self._walk_past_evidence(time, None)
+                return
+            left -= 1
+            r, chunked, base_end, over = _silent_round(
                 self.cfg, self.chunked, self.base_end, self.count, time, self.block, until
             )
+            if r.pieces[0].end > self.cfg.pool_size:
+                self._walk_past_evidence(time, r.pieces[0].end)
+                return
+            self.chunked, self.base_end = chunked, base_end
             if over is not None:
                 # Shorter than the assumed baseline allows: memory went somewhere unseen.
                 self.shrinks[self.count] = (over, until, until)
             self._emit(r)
+
+    def _walk_past_evidence(self, time, end: int | None) -> None:
+        """The walk needs more than the evidence allows: the time span, or (``end``, where
+        the next piece would end) the pool."""
+        rid, seq, done = self.chunked
+        self._contradiction("silent rounds", (
+            f"{rid} (seq_len {seq}) at {done} needs more silent rounds before {time} than "
+            f"the log's time span allows ({self._silent} since {self._printed_at}, at most "
+            f"{MAX_ROUNDS_PER_SECOND} a second)"
+        ) if end is None else (
+            f"{rid} (seq_len {seq}) at {done}: its next silent piece would end at {end}, "
+            f"past the pool of {self.cfg.pool_size} that holds all of it"
+        ))  # fmt: skip
+        # where it stands is unknown from here: no later walk starts from a guess
+        self.chunked = None
 
     # -- a round with adder lines ---------------------------------------------
     def _logged(self, rnd: Round) -> None:
@@ -541,7 +599,8 @@ class Rebuilder:
         elif promised != cfg.max_new_tokens:
             # A non-last piece of this size: where the model's own sizing first gives one
             # is where it starts; the rounds before it printed nothing.
-            start = _first_start(cfg, self.chunked, self.base_end, spent)
+            start = _first_start(cfg, self.chunked, self.base_end, spent,
+                                 self._allowance(rnd.time))
             if start is not None:
                 self._gap(seq, rnd.time, stop=lambda d: d >= start)
             elif _resumed_end(cfg, done, spent) is None:
@@ -587,6 +646,15 @@ class Rebuilder:
         rid, seq, done = self.chunked
         blocks, w = next((b, x) for r, b, x in rnd.as_writes if r == rid)
         lo, hi = blocks * block, min(seq, blocks * block + block - 1)
+        if lo > seq:
+            # A block past the request's end: another request under the same rid (a
+            # reused request id, or two ranks' files in one), not a piece of this one.
+            self._contradiction(
+                "AttentionStore write",
+                f"{w} writes block {blocks} of {rid}, past its seq_len {seq} "
+                f"(blocks of {block}): no piece of the chunked request ends there",
+            )
+            return
         self._in_block(lo, rnd.time)
         rid, seq, done = self.chunked if self.chunked else (rid, seq, done)
         b = self._base()
@@ -628,11 +696,13 @@ class Rebuilder:
         """Pieces of the chunked request that stayed inside one block wrote nothing: silent
         rounds before a write that starts at ``lo``, as the model sizes them from the
         assumed baseline. Adds none when that walk ends in a piece the baseline cannot
-        hold with no out-of-memory logged: memory came back, and the write's round is next."""
+        hold with no out-of-memory logged: memory came back, and the write's round is next.
+        The walk stays in one block and below ``lo`` <= seq_len (``_forward`` checks), and
+        each step advances a token at least: at most ``min(block, lo - done)`` steps."""
         cfg, block = self.cfg, self.block
         _, seq, d = self.chunked
         b, steps = self._base(), []
-        while d < lo:
+        while d < min(lo, seq):
             end, _ = _chunk_step(cfg, d, seq, b)
             if end >= lo or end // block != d // block:
                 break
@@ -691,7 +761,7 @@ class Rebuilder:
             return rnd.oom
         rid, seq, done = self.chunked
         tokens = oom.tokens
-        start, placed = self._oom_start(oom)
+        start, placed = self._oom_start(oom, rnd.time)
         if not placed:
             self._contradiction(
                 "out of memory",
@@ -736,12 +806,13 @@ class Rebuilder:
             return False
         return oom.tokens != rnd.new_tokens() and oom.available == end.value
 
-    def _oom_start(self, oom: LoggedOom) -> tuple[int, bool]:
+    def _oom_start(self, oom: LoggedOom, time) -> tuple[int, bool]:
         """Where the out-of-memory piece starts, and whether the evidence places it: the
         model's walk from the last known baseline, else the crash's own availability."""
         cfg, tokens = self.cfg, oom.tokens
         rid, seq, _ = self.chunked
-        start, placed = _oom_start(cfg, self.chunked, self.base_end, tokens)
+        start, placed = _oom_start(cfg, self.chunked, self.base_end, tokens,
+                                   self._allowance(time))
         if placed or oom.available is None:
             return start, placed
         avail = oom.available

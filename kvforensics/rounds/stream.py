@@ -252,10 +252,11 @@ def _concat(frames: list[pl.DataFrame], formats) -> pl.DataFrame:
 
 def finished(rnd: Round, seq_lens: dict[str, int]) -> list[str]:
     """The requests whose last piece ``rnd`` ran (none in a round that ran out of memory:
-    its pieces were never computed)."""
+    its pieces were never computed). Each once: a reused request id can put two pieces
+    of one rid in a round, and its length is forgotten once."""
     if rnd.oom is not None:
         return []
-    return [p.rid for p in rnd.pieces if p.end == seq_lens.get(p.rid)]
+    return list(dict.fromkeys(p.rid for p in rnd.pieces if p.end == seq_lens.get(p.rid)))
 
 
 def forgetting(ls: LogStream, rounds: Iterable[Round]) -> Iterator[Round]:

@@ -86,7 +86,7 @@ def _parquet(rounds: Iterable[Round], path: Path) -> int:
     if rows or not parts:
         flush()
     try:
-        pl.scan_parquet(parts).sink_parquet(path)
+        pl.scan_parquet(parts, glob=False).sink_parquet(path)  # a [ in a name is no pattern
     finally:
         for p in parts:
             p.unlink(missing_ok=True)

@@ -8,6 +8,7 @@ from typer.testing import CliRunner
 
 from kvforensics.cli import app
 from tests.exec.conftest import INCIDENT, POSTMORTEM, ROOT
+from tests.reliability._run import run_cli
 
 runner = CliRunner()
 
@@ -50,10 +51,16 @@ def test_exec_table():
 
 
 def test_bad_inputs():
-    res = runner.invoke(app, ["exec", str(INCIDENT), "--policy", "nope"])
-    assert res.exit_code != 0
-    res = runner.invoke(app, ["exec", str(INCIDENT), "--backend", "triton", "--device", "cpu"])
-    assert res.exit_code != 0
+    """Each is the user's error: exit 2 with one line saying what to do, nothing on stdout."""
+    cases = [
+        (["--policy", "nope"],
+         "error: unknown policy 'nope'; choose from upstream, prefix, fixed, drain, park"),
+        (["--backend", "triton", "--device", "cpu"],
+         "error: the compiled Triton kernel needs CUDA; on CPU use --backend torch or interpret"),
+    ]  # fmt: skip
+    for flags, said in cases:
+        out = run_cli("exec", INCIDENT, *flags)
+        assert (out.code, out.stderr, out.stdout) == (2, said + "\n", ""), flags
 
 
 def test_registration_does_not_import_torch():

@@ -12,8 +12,10 @@ from __future__ import annotations
 import gzip
 import hashlib
 import json
+import os
 import random
 import re
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -268,9 +270,11 @@ def make_case(
     ledgers: dict[str, Path],
     cmd: str | None = None,
     hostile: bool = True,
+    wide: bool = True,
 ) -> Case:
     """One command line over fresh damaged inputs written into ``tmp``; ``hostile``:
-    made worse still by tests/fuzz/_hostile.py (off: the case earlier campaigns ran)."""
+    made worse still by tests/fuzz/_hostile.py (off: the case earlier campaigns ran), and
+    ``wide`` (with it) by tests/fuzz/_wider.py."""
     # exec (torch) and scan (a process per node) cost ten times the others: drawn less
     cmd = cmd or rng.choices(COMMANDS, weights=[3, 3, 3, 3, 3, 3, 2, 1, 1])[0]
     if cmd in ("simulate", "exec") or (cmd in ("diff", "explain", "report") and rng.random() < 0.4):
@@ -331,6 +335,10 @@ def make_case(
         from tests.fuzz._hostile import harden
 
         harden(case, rng, tmp)
+        if wide:
+            from tests.fuzz._wider import widen
+
+            widen(case, rng, tmp)
     return case
 
 
@@ -338,12 +346,20 @@ def make_case(
 
 
 def snapshot(root: Path) -> dict[str, str]:
-    """Every file under ``root`` with a digest of its bytes (directories as "dir")."""
+    """Every file under ``root`` with a digest of its bytes (directories as "dir", links
+    by their target, fifos and other kinds by their kind: reading them could block)."""
     out = {}
     for p in sorted(root.rglob("*")):
-        out[str(p.relative_to(root))] = (
-            "dir" if p.is_dir() else hashlib.blake2b(p.read_bytes(), digest_size=16).hexdigest()
-        )
+        if p.is_symlink():
+            out[str(p.relative_to(root))] = f"link:{os.readlink(p)}"
+        elif p.is_dir():
+            out[str(p.relative_to(root))] = "dir"
+        elif not stat.S_ISREG(p.lstat().st_mode):
+            out[str(p.relative_to(root))] = f"kind:{stat.S_IFMT(p.lstat().st_mode)}"
+        else:
+            out[str(p.relative_to(root))] = hashlib.blake2b(
+                p.read_bytes(), digest_size=16
+            ).hexdigest()
     return out
 
 

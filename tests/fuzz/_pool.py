@@ -36,7 +36,11 @@ def _reset_peak() -> None:
 
 
 def _left_in(tmp: Path) -> list[str]:
-    """What a case left in the temporary directory (removed, and reported)."""
+    """What a case left in the temporary directory (removed, and reported); the directory
+    itself gone is a finding too (made again for the next case)."""
+    if not tmp.is_dir():
+        tmp.mkdir(parents=True, exist_ok=True)
+        return [f"the temporary directory {tmp.name} was removed"]
     left = sorted(p.name for p in tmp.iterdir())
     for p in tmp.iterdir():
         shutil.rmtree(p) if p.is_dir() and not p.is_symlink() else p.unlink()
@@ -61,7 +65,7 @@ def serve(conn, run_one: Callable, limit_kb: int) -> None:
 
 
 def fuzz_worker(
-    conn, seed_dir: str, cases_dir: str, hostile: bool, sys_tmp: str, limit_kb: int
+    conn, seed_dir: str, cases_dir: str, hostile: bool, wide: bool, sys_tmp: str, limit_kb: int
 ) -> None:
     """A worker over make_case's cases."""
     # everything a command imports, before the first case's 30 s alarm is armed
@@ -78,7 +82,7 @@ def fuzz_worker(
 
     def run_one(job: int, started):
         with tempfile.TemporaryDirectory(prefix="kvf-fuzz-", dir=cases_dir) as d:
-            case = make_case(random.Random(job), Path(d), ledgers, hostile=hostile)
+            case = make_case(random.Random(job), Path(d), ledgers, hostile=hostile, wide=wide)
             started(case.argv[0], case.describe())
             r = run_case(case, Path(d))
         return r.command, r.code, r.seconds, r.problems + _left_in(Path(sys_tmp)), r.case
@@ -126,7 +130,11 @@ class Pool:
 
     def _poll(self, s, on_result) -> None:
         while s["job"] is not None and s["pipe"].poll(0.005):
-            msg = s["pipe"].recv()
+            try:
+                msg = s["pipe"].recv()
+            except (EOFError, OSError):  # the worker died mid-message
+                self._fail(s, f"worker died (exit {s['p'].exitcode})", 0, on_result)
+                return
             if msg[0] == "start":
                 s["case"] = msg[2:]
                 continue
@@ -135,9 +143,11 @@ class Pool:
                 found = [*found, f"peak RSS {rss >> 10} MiB: over {self.limit_kb >> 10} MiB"]
             on_result((job, cmd, code, secs, found, case, rss))
             s["job"] = None
-            if rss > self.limit_kb or code == -1:
-                s["p"].join(5)  # it ends itself
-            if not s["p"].is_alive():
+            ending = rss > self.limit_kb or code == -1
+            if ending:
+                s["p"].join(5)  # it ends itself (killed if that takes longer)
+            if ending or not s["p"].is_alive():
+                # never a next job for a worker on its way out: it would die holding it
                 self._replace(s)
         if s["job"] is None:
             return
@@ -151,9 +161,12 @@ class Pool:
         elif not s["p"].is_alive():
             self._fail(s, f"worker died (exit {s['p'].exitcode})", rss, on_result)
 
-    def run(self, jobs, on_result) -> None:
+    def run(self, jobs, on_result, deadline: float | None = None) -> None:
+        """Every job, or (``deadline``, a ``time.monotonic()``) those started before it."""
         jobs = collections.deque(jobs)
         while jobs or any(s["job"] is not None for s in self.slots):
+            if deadline is not None and time.monotonic() > deadline:
+                jobs.clear()  # the ones running finish; no more start
             for s in list(self.slots):
                 if s["job"] is None and jobs:
                     s["job"], s["t0"], s["case"] = jobs.popleft(), time.monotonic(), ("?", "?")

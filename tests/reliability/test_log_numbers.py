@@ -1,5 +1,7 @@
 """Numbers a log cannot mean make the line unreadable (counted, sampled, not used)."""
 
+import json
+
 import polars as pl
 
 from kvforensics.logs import read_events
@@ -69,4 +71,12 @@ def test_oom_without_size_is_kept_but_not_computed_with(tmp_path):
     log = write_log(tmp_path, {"Try to allocate 2056 tokens.\n": "Try to allocate  tokens.\n"})
     out = run_cli("rounds", log, "--format", "json")
     assert out.code == 0, out.stderr
-    assert '"oom"' in out.stdout
+    got = json.loads(out.stdout)
+    # kept: the line is the rebuild's out-of-memory, with what it did say
+    oom = got["oom"]
+    assert oom is not None and oom["tokens"] is None
+    assert (oom["available"], oom["where"]) == (0, "pp0.log:16")
+    # not computed with: no piece of that size is placed, nor a request blamed for it
+    last = got["rounds"][-1]
+    assert last["oom"] == oom and last["pieces"] == [] and oom["rid"] is None
+    assert got["contradictions"] == []
