@@ -39,7 +39,8 @@ def project_files(root: Path):
     """Every file of the project tree that is text, virtual environments left out."""
     for path in root.rglob("*"):
         rel = path.relative_to(root).parts
-        if any(p in SKIP_DIRS or p.startswith(".venv") for p in rel):
+        # build output (an editable install's egg-info copies the README as it was then)
+        if any(p in SKIP_DIRS or p.startswith(".venv") or p.endswith(".egg-info") for p in rel):
             continue
         if path.is_file() and path.suffix not in BINARY:
             yield path

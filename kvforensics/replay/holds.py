@@ -42,9 +42,15 @@ class HoldsFor:
         span = f"{tried[0]:.2f}-{tried[-1]:.2f} s" if len(tried) > 1 else f"{tried[0]:.2f} s"
         places = len({c.pick for c in self.cases}) > 1
         sizes = len({c.most for c in self.cases}) > 1
-        every = f"every transfer time tried ({span})" + (
-            " and every placement of the events the evidence allows" if places else ""
-        ) + (" and whatever size the outside allocation had (the logs bound it below)" if sizes else "")
+        every = (
+            f"every transfer time tried ({span})"
+            + (" and every placement of the events the evidence allows" if places else "")
+            + (
+                " and whatever size the outside allocation had (the logs bound it below)"
+                if sizes
+                else ""
+            )
+        )
         if self.answer == "no out of memory":
             return f"avoids it for {every}"
         if self.answer == "out of memory":
@@ -63,8 +69,16 @@ class HoldsFor:
                 return f"avoids it only if transfers take at least {min(ok):.2f} s (runs out at {max(bad):.2f} s)"
             if ok and bad and max(ok) < min(bad):
                 return f"avoids it only if transfers take at most {max(ok):.2f} s (runs out at {min(bad):.2f} s)"
-            return "avoids it at " + ", ".join(f"{s:.2f}" for s in ok) + " s of transfer time, not at " + ", ".join(f"{s:.2f}" for s in bad) + " s"
-        if any(c.oom for c in self.cases if c.most) and not any(c.oom for c in self.cases if not c.most):
+            return (
+                "avoids it at "
+                + ", ".join(f"{s:.2f}" for s in ok)
+                + " s of transfer time, not at "
+                + ", ".join(f"{s:.2f}" for s in bad)
+                + " s"
+            )
+        if any(c.oom for c in self.cases if c.most) and not any(
+            c.oom for c in self.cases if not c.most
+        ):
             return (
                 "avoids it only if what was taken outside the adder was no more than the logs "
                 "show it got (they show 0 available after it: it may have wanted more)"
@@ -106,5 +120,7 @@ def holds_for(
     """``run(seconds, pick, most)`` is True when the policy runs out of memory then."""
     cases = tuple(Case(s, p, m, run(s, p, m)) for s in seconds for p, m in picks)
     ooms = {c.oom for c in cases}
-    answer = "depends" if len(ooms) > 1 else ("out of memory" if True in ooms else "no out of memory")
+    answer = (
+        "depends" if len(ooms) > 1 else ("out of memory" if True in ooms else "no out of memory")
+    )
     return HoldsFor(policy, answer, cases, allowed)

@@ -19,7 +19,14 @@ from kvforensics.logs.source import check_readable
 from kvforensics.model import PrefillNode, RoundRecord, RunResult, Timing
 from kvforensics.model.profiles import FORK, Profile
 from kvforensics.progress import IDLE, current, run_shown
-from kvforensics.replay.anchor import Anchor, Anchoring, anchor_run, anchors, evidence_check, freed_against
+from kvforensics.replay.anchor import (
+    Anchor,
+    Anchoring,
+    anchor_run,
+    anchors,
+    evidence_check,
+    freed_against,
+)
 from kvforensics.replay.arrivals import Shown
 from kvforensics.replay.checks import default_jobs, start
 from kvforensics.replay.fidelity import Fidelity
