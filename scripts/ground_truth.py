@@ -98,8 +98,10 @@ def _depends(pol: dict) -> object | None:
     """What the replay says an answer depends on, if its JSON says (``holds_for`` or a
     key like it); None when the answer is not so marked."""
     h = pol.get("holds_for")
-    if isinstance(h, dict):
-        return h if h.get("answer") == "depends" else None
+    if isinstance(h, dict) and "answer" in h:  # the replay's own form
+        return h if h["answer"] == "depends" else None
+    if h not in (None, "all", [], {}, True):
+        return h
     for key in ("depends_on", "unobserved"):
         v = pol.get(key)
         if v not in (None, "all", [], {}, True):

@@ -31,7 +31,7 @@ from kvforensics.rounds.provenance import DERIVED, OBSERVED
 #: many, else this many spread evenly (the work per event stays bounded on any window)
 MAX_PLACEMENTS = 24
 #: sizes tried per placement: a size changes the pieces, the pieces the size
-MAX_FITS = 16
+MAX_FITS = 32
 
 
 @dataclass(frozen=True, slots=True)
@@ -280,7 +280,7 @@ def _fit(base, at: int, guess: int, anchor: Anchor, check, page: int) -> tuple[i
     for _ in range(MAX_FITS):
         p = _probe(base, {at: tokens}, anchor, check)
         if p.value == anchor.value and p.why is None:
-            return tokens, p
+            return _least(base, at, tokens, low, p, anchor, check, page)
         step = _step(p, anchor, page)
         if not step:
             return None
@@ -297,6 +297,21 @@ def _fit(base, at: int, guess: int, anchor: Anchor, check, page: int) -> tuple[i
             grow = grow * 2 if step == last else 1
             tokens, last = tokens + step * grow, step
     return None
+
+
+def _least(base, at: int, tokens: int, low: int | None, p: _Probe, anchor: Anchor, check,
+           page: int) -> tuple[int, _Probe]:  # fmt: skip
+    """The smallest take that still meets ``anchor``, once one that does is known and one
+    that takes too little: an AttentionStore interval or a 0 available admits a range, and
+    the logs show no more than its lower end."""
+    while tokens > 0 and low is not None and tokens - low > page:
+        mid = low + (tokens - low) // 2 // page * page
+        q = _probe(base, {at: mid}, anchor, check)
+        if q.value == anchor.value and q.why is None:
+            tokens, p = mid, q
+        else:
+            low = mid
+    return tokens, p
 
 
 def anchor_run(
@@ -366,4 +381,9 @@ def freed_against(node: PrefillNode, mark: Anchor) -> int:
     the logs show was not free (0 when it frees nothing more, or the run does not get
     there)."""
     p = _probe(node, {}, mark, lambda _i, _p: None)
-    return max(0, p.value - mark.value) if p.value is not None else 0
+    if p.value is not None:
+        return max(0, p.value - mark.value)
+    # the run does not get there (the memory let the crashing request finish first): what
+    # the transfers ending by then hand back is what the assumption adds
+    until = node.now + (mark.round - node.round) * node.timing.round_overhead_s
+    return sum(node.pool.held.get(t.rid, 0) for t in node.transfers() if t.done_at <= until)
