@@ -125,6 +125,9 @@ def _silent_round(cfg: Config, chunked, base_end: Prov | None, index: int, time,
     end, forced = _chunk_step(cfg, done, seq, b)
     overshoot = None
     if until is not None and end > until:
+        rose = _forced_rise(cfg, chunked, b, until) if forced else None
+        if rose is not None:
+            return _risen_round(cfg, chunked, rose, index, time, until)
         overshoot, end = end, until
     rule = (
         "forced branch: rem_chunk_tokens taken"
@@ -146,6 +149,40 @@ def _silent_round(cfg: Config, chunked, base_end: Prov | None, index: int, time,
     r.baseline = Prov(b, INFERRED, list(evid[1:2]))
     r.baseline_end = after
     return r, ((rid, seq, end) if end < seq else None), after, overshoot
+
+
+def _forced_rise(cfg: Config, chunked, b: int, end: int) -> Prov | None:
+    """A piece shorter than the forced branch takes, from a baseline <= 0: less memory
+    cannot shorten a forced piece (it takes the whole chunk budget whatever is left), so
+    memory came back before the round (a KV transfer ended). The least baseline that gives
+    the piece ending at ``end``, bounded by the most; None when no baseline gives it."""
+    rid, seq, done = chunked
+    got = _baselines_for(cfg, done, seq, end, end, b)
+    if got is None:
+        return None
+    least, most = got
+    return Prov(least, INFERRED, [
+        f"at least {least} (at most {most}) for {rid}'s piece to end at {end}, where the "
+        f"baseline {b} the last known round left takes the forced branch (the whole chunk "
+        "budget): memory came back since (a KV transfer ended)",
+    ], (least, most))  # fmt: skip
+
+
+def _risen_round(cfg: Config, chunked, rose: Prov, index: int, time, end: int):
+    """A silent round of the chunked request ending at ``end`` from the baseline ``rose``
+    (memory came back before it). Returns as ``_silent_round`` does."""
+    rid, seq, done = chunked
+    b = rose.value
+    assert _chunk_step(cfg, done, seq, b)[0] == end, "the risen baseline gives the piece"
+    r = Round(index, time)
+    r.pieces.append(Piece(rid, done, end, "resumed", INFERRED, [
+        f"min(chunk {cfg.chunked_prefill_size}, rem_total {b}), end aligned down to "
+        f"{cfg.align_size} unless that reaches the start", *rose.evidence,
+    ]))  # fmt: skip
+    pages = cfg.pages_for(done, end)
+    after = Prov(b - pages, INFERRED, [f"{b} - {pages} allocated"])
+    r.baseline, r.baseline_end = rose, after
+    return r, ((rid, seq, end) if end < seq else None), after, None
 
 
 def _baselines_for(cfg: Config, done: int, seq: int, lo: int, hi: int, above: int):
@@ -658,7 +695,7 @@ class Rebuilder:
         self._in_block(lo, rnd.time)
         rid, seq, done = self.chunked if self.chunked else (rid, seq, done)
         b = self._base()
-        end, _ = _chunk_step(cfg, done, seq, b)
+        end, forced = _chunk_step(cfg, done, seq, b)
         evid = [
             f"AttentionStore write blocks={blocks} ({w}): end in [{lo}, {hi}]",
             f"min(chunk {cfg.chunked_prefill_size}, rem_total {b}) with end aligned down to "
@@ -673,8 +710,10 @@ class Rebuilder:
             if told is not None:
                 end = done + told[0]
                 evid.insert(1, f"{told[1]}: #new-token {told[0]} puts the end at {end}")
-            if model_end > hi:
-                # Shorter than the baseline allows: memory went somewhere unseen.
+            if model_end > hi and not forced:
+                # Shorter than the baseline allows: memory went somewhere unseen. (A
+                # forced piece is the whole chunk budget whatever is left: a shorter one
+                # means memory came back, below.)
                 self.shrinks[self.count] = (model_end, lo, hi)
             else:
                 rose = self._rise(done, seq, (end, lo, hi), b, model_end)
