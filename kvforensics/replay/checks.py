@@ -85,19 +85,21 @@ class Checks:
 def pack_round(rnd: Round, lens: dict[str, int], late: bool) -> tuple:
     """What a re-run of ``rnd`` reads, as plain values (``unpack_round`` gives it back)."""
     base = rnd.baseline.value if rnd.baseline is not None else None
+    lock = rnd.first_lock.value if rnd.first_lock is not None else None
     return (
         rnd.index, pack_time(rnd.time), rnd.baseline is not None, base,
         [_DECISION(d) for d in rnd.decisions], [_PIECE(p) for p in rnd.pieces],
-        lens, late,
+        lens, late, lock,
     )  # fmt: skip
 
 
 def unpack_round(row: tuple) -> tuple[Round, dict[str, int], bool]:
-    index, t, has_base, base, decisions, pieces, lens, late = row
+    index, t, has_base, base, decisions, pieces, lens, late, lock = row
     rnd = Round(
         index, unpack_time(t), [Decision(*d) for d in decisions],
         [Piece(rid, start, end, kind, "") for rid, start, end, kind in pieces],
         baseline=Prov(base, "") if has_base else None,
+        first_lock=Prov(lock, "") if lock is not None else None,
     )  # fmt: skip
     return rnd, lens, late
 

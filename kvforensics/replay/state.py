@@ -26,8 +26,11 @@ _UNTIMED = Timing()
 def lock_drops(rnd: Round, rb_cfg) -> dict[str, int]:
     """Baseline drops between consecutive checks that no load-back explains: the lock of
     that request's device prefix took it out of the evictable cache."""
-    drops = {}
     ds = rnd.decisions
+    # the first check's lock, where its line shows one (taken before the line, after the
+    # resumed chunk was sized)
+    lock = rnd.first_lock.value if rnd.first_lock is not None else None
+    drops = {ds[0].rid: lock} if ds and lock else {}
     if len(ds) < 2:
         return drops
     for prev, d in itertools.pairwise(ds):
@@ -108,7 +111,10 @@ def node_at(
     if swa_pool_size is not None:
         cfg = cfg.with_(swa_pool_size=swa_pool_size)
     drops = lock_drops(rnd, cfg)
-    base = rnd.baseline.value if rnd.baseline else 0
+    # the round starts before the first check's lock: its line shows the baseline after it
+    base = (rnd.baseline.value if rnd.baseline else 0) + (
+        rnd.first_lock.value if rnd.first_lock and rnd.first_lock.value else 0
+    )
     waiting = [Request(d.rid, d.seq_len, d.prefix_len, d.host_hit_len) for d in rnd.decisions]
     evictable, locked = _prefix_locks(rnd, drops, waiting) if drops else ((), ())
     waiting.extend(extra_waiting)

@@ -95,15 +95,38 @@ def _batch_of(rnd: Round, cfg: Config, tokens: int | None) -> bool:
     return new <= tokens <= new + resumed and (tokens == new or resumed > 0)
 
 
-def _lock_released(cfg: Config, decisions: list[Decision]) -> int:
+def _first_lock(cfg: Config, rnd: Round) -> Prov | None:
+    """The first check's lock, where the evidence bounds it. Its line is printed with its
+    device prefix locked; the resumed chunk was sized before that lock, and the fork asks
+    ``add_one_req`` at all only when the budget state after the chunk was CONTINUE
+    (``rem_total_tokens`` and ``cur_rem_tokens`` both above 0). A line that shows either at
+    or below 0 after a resumed chunk therefore says the lock took at least enough to make
+    up the difference, in whole pages, and at most the prefix. None when the line says
+    nothing of it."""
+    first = rnd.decisions[0]
+    shown = min(first.rem_total_tokens, first.cur_rem_tokens)
+    if shown > 0 or first.prefix_len <= 0 or not any(p.kind == "resumed" for p in rnd.pieces):
+        return None
+    least = min(cfg.ceil_page(1 - shown), first.prefix_len)
+    return Prov(least, INFERRED, [
+        f"{first.where}: rem_total_tokens {first.rem_total_tokens}, cur_rem_tokens "
+        f"{first.cur_rem_tokens} after the resumed chunk, yet add_one_req ran: {first.rid}'s "
+        f"prefix lock took at least {least} (at most its prefix {first.prefix_len}) before "
+        "the line was printed",
+    ], (least, first.prefix_len))  # fmt: skip
+
+
+def _lock_released(cfg: Config, decisions: list[Decision], first_lock: Prov | None) -> int:
     """What the last check's refused request gave back: its check line is printed after
     it locked its device prefix, and a refusal releases that lock (the lock is held only
     while ``add_one_req`` decides). Between two checks of a round the baseline falls only
     by the earlier one's load-back and the later one's lock, so the lock is that fall; a
-    refused first check leaves it unknown (0)."""
+    refused first check gives back what the evidence shows its lock took (else 0)."""
     last = decisions[-1]
-    if last.decision != "rejected" or not last.prefix_len or len(decisions) < 2:
+    if last.decision != "rejected" or not last.prefix_len:
         return 0
+    if len(decisions) < 2:
+        return first_lock.value if first_lock and first_lock.value else 0
     prev = decisions[-2]
     fell = prev.baseline - prev.load_back_slots(cfg) - last.baseline
     return max(0, min(fell, last.prefix_len))
@@ -606,10 +629,11 @@ class Rebuilder:
                 if d.decision == "truncated":
                     self.chunked = (d.rid, d.seq_len, d.end)
         rnd.baseline = Prov(first.baseline, OBSERVED, [first.where])
+        rnd.first_lock = _first_lock(cfg, rnd)
         last = rnd.decisions[-1]
         loaded = last.load_back_slots(cfg)
         alloc = sum(cfg.pages_for(p.start, p.end) for p in rnd.pieces)
-        back = _lock_released(cfg, rnd.decisions)
+        back = _lock_released(cfg, rnd.decisions, rnd.first_lock)
         self.base_end = Prov(
             last.baseline + back - loaded - alloc,
             DERIVED,
@@ -807,6 +831,8 @@ class Rebuilder:
                 f"'Try to allocate {tokens} tokens' is no piece the model gives {rid} after "
                 f"{done} (seq_len {seq}); placed where the model runs out of memory, at {start}",
             )
+        if placed == "pinned" and start > done:
+            self._pinned_round(start, oom, rnd.time)
         self._gap(start, rnd.time)
         b = self._base()
         end = min(start + tokens, seq)
@@ -845,22 +871,50 @@ class Rebuilder:
             return False
         return oom.tokens != rnd.new_tokens() and oom.available == end.value
 
-    def _oom_start(self, oom: LoggedOom, time) -> tuple[int, bool]:
-        """Where the out-of-memory piece starts, and whether the evidence places it: the
-        model's walk from the last known baseline, else the crash's own availability."""
+    def _oom_start(self, oom: LoggedOom, time) -> tuple[int, str | None]:
+        """Where the out-of-memory piece starts, and what places it ("walk": the model's
+        walk from the last known baseline; "moved" or "pinned": the crash's own
+        availability; None: nothing does)."""
         cfg, tokens = self.cfg, oom.tokens
         rid, seq, _ = self.chunked
         start, placed = _oom_start(cfg, self.chunked, self.base_end, tokens,
                                    self._allowance(time))
         if placed or oom.available is None:
-            return start, placed
+            return start, ("walk" if placed else None)
         avail = oom.available
         last = [self._last] if self._last is not None else []
         moved = _move_bracketed_end(cfg, last, self.chunked, tokens, avail)
         if moved is not None:
             self.chunked, self.base_end = (rid, seq, moved), self._last.baseline_end
-        pinned = moved if moved is not None else _pinned_start(cfg, self.chunked, tokens, avail)
-        return (pinned, True) if pinned is not None else (start, False)
+            return moved, "moved"
+        pinned = _pinned_start(cfg, self.chunked, tokens, avail)
+        return (pinned, "pinned") if pinned is not None else (start, None)
+
+    def _pinned_round(self, start: int, oom: LoggedOom, time) -> None:
+        """The one silent round ``_pinned_start`` found before the crash: the chunked
+        request from its known end to ``start``, sized from the crash's availability plus
+        its own pages. That observation, not the baseline the last known round was assumed
+        to leave, decides it (the assumed one was a lower bound: a lock's size, memory
+        back from a transfer)."""
+        cfg = self.cfg
+        rid, seq, done = self.chunked
+        pages = cfg.pages_for(done, start)
+        b = oom.available + pages
+        assert _chunk_step(cfg, done, seq, b)[0] == start, "the pinned round's own sizing"
+        r = Round(self.count, time)
+        r.pieces.append(Piece(rid, done, start, "resumed", INFERRED, [
+            f"the out-of-memory piece starts at {start} ({oom.where}): one silent round "
+            f"before it, min(chunk {cfg.chunked_prefill_size}, rem_total {b})",
+        ]))  # fmt: skip
+        r.baseline = Prov(b, INFERRED, [
+            f"{oom.available} available at the crash ({oom.where}) + {pages} this round "
+            "allocated",
+        ])  # fmt: skip
+        r.baseline_end = self.base_end = Prov(oom.available, INFERRED, [
+            f"{b} - {pages} allocated",
+        ])  # fmt: skip
+        self.chunked = (rid, seq, start)
+        self._emit(r)
 
 
 def deciding_rows(frame: pl.DataFrame, rank: str) -> Iterator[tuple]:

@@ -113,6 +113,9 @@ class Round:
     as_writes: list[tuple[str, int, str]] = field(default_factory=list)  # rid, blocks, where
     baseline: Prov | None = None  # available + evictable when the adder started
     baseline_end: Prov | None = None  # after the round's allocation
+    #: what the first check's prefix lock took before its line was printed, where the
+    #: evidence shows it (the resumed chunk, sized before that lock, ran on more)
+    first_lock: Prov | None = None
     forwarded: bool = False  # AS writes seen: the forward has run
     oom: LoggedOom | None = None
     batch: dict | None = None  # the PP3 batch line matched to this round
@@ -137,4 +140,4 @@ class Round:
             "as_writes": [{"rid": r, "blocks": b, "where": w} for r, b, w in self.as_writes],
             "oom": self.oom.as_dict() if self.oom else None,
             "batch": self.batch,
-        }
+        } | ({"first_lock": self.first_lock.as_dict()} if self.first_lock else {})
