@@ -236,7 +236,7 @@ def _probe(base: PrefillNode, extra: dict[int, int], anchor: Anchor, check) -> _
         return _Probe(node, anchor.value, None)
     node.prepare()
     if anchor.kind == "baseline":
-        return _Probe(node, node.pool.baseline(), None)
+        return _Probe(node, _first_check_baseline(node), None)
     batch = node.batch()
     o = batch.oom
     if o is None:
@@ -244,6 +244,16 @@ def _probe(base: PrefillNode, extra: dict[int, int], anchor: Anchor, check) -> _
     if (o.tokens, o.rid) != (anchor.tokens, anchor.rid):
         return _Probe(node, o.available, f"the run runs out on {o.rid} asking {o.tokens} tokens", o)
     return _Probe(node, o.available, None, o)
+
+
+def _first_check_baseline(node: PrefillNode) -> int:
+    """The baseline the round's first ``add_one_req`` line would print: after that
+    request's prefix lock, which the logged line shows taken (the pool's baseline when the
+    round runs no check). A dry run on a copy: ``node`` itself has not run the round."""
+    trial = copy.deepcopy(node)
+    steps = trial.batch().adder.steps
+    first = next((s for s in steps if s.call == "add_one_req" and s.baseline is not None), None)
+    return first.baseline if first is not None else node.pool.baseline()
 
 
 def _step(p: _Probe, anchor: Anchor, page: int) -> int | None:
