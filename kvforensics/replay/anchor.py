@@ -46,6 +46,9 @@ class Anchor:
     #: for ``oom``: the tokens the line asked for, and the request it is pinned on
     tokens: int | None = None
     rid: str | None = None
+    #: for ``baseline``: the least the first check's prefix lock took before its line was
+    #: printed, where the rebuild found the evidence of it (``Round.first_lock``)
+    lock: int = 0
 
     def says(self) -> str:
         if self.kind == "piece":
@@ -149,7 +152,9 @@ def anchors(rb: Rebuild, start: Round) -> list[Anchor]:
         if start.index < rnd.index <= o.round and rnd.observed and rnd.baseline is not None:
             b = rnd.baseline
             if b.provenance == OBSERVED and b.value is not None:
-                out.append(Anchor(rnd.index, "baseline", b.value, ", ".join(b.evidence)))
+                lock = rnd.first_lock.value if rnd.first_lock and rnd.first_lock.value else 0
+                out.append(Anchor(rnd.index, "baseline", b.value, ", ".join(b.evidence),
+                                  lock=lock))  # fmt: skip
     out.append(Anchor(o.round, "oom", o.available, o.where or "", o.tokens, o.rid))
     return out
 
@@ -236,7 +241,7 @@ def _probe(base: PrefillNode, extra: dict[int, int], anchor: Anchor, check) -> _
         return _Probe(node, anchor.value, None)
     node.prepare()
     if anchor.kind == "baseline":
-        return _Probe(node, _first_check_baseline(node), None)
+        return _Probe(node, _first_check_baseline(node, anchor.lock), None)
     batch = node.batch()
     o = batch.oom
     if o is None:
@@ -246,14 +251,18 @@ def _probe(base: PrefillNode, extra: dict[int, int], anchor: Anchor, check) -> _
     return _Probe(node, o.available, None, o)
 
 
-def _first_check_baseline(node: PrefillNode) -> int:
-    """The baseline the round's first ``add_one_req`` line would print: after that
-    request's prefix lock, which the logged line shows taken (the pool's baseline when the
-    round runs no check). A dry run on a copy: ``node`` itself has not run the round."""
+def _first_check_baseline(node: PrefillNode, least_lock: int) -> int:
+    """The baseline the round's first ``add_one_req`` line would print: the round's, less
+    that request's prefix lock, which the logged line shows taken. The lock is the run's
+    own (a dry run of the round on a copy: ``node`` itself has not run it), or at least
+    ``least_lock`` where the logs show one the run does not hold (a prefix that came onto
+    the device since the start round, which the run cannot know of)."""
+    pre = node.pool.baseline()
     trial = copy.deepcopy(node)
     steps = trial.batch().adder.steps
     first = next((s for s in steps if s.call == "add_one_req" and s.baseline is not None), None)
-    return first.baseline if first is not None else node.pool.baseline()
+    own = pre - first.baseline if first is not None else 0
+    return pre - max(own, least_lock)
 
 
 def _step(p: _Probe, anchor: Anchor, page: int) -> int | None:
