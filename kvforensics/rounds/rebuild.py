@@ -266,7 +266,7 @@ def _oom_in_logged_round(rnd: Round) -> None:
 
 
 def _oom_start(
-    cfg: Config, chunked, base_end: Prov | None, tokens: int, limit: int
+    cfg: Config, chunked, base_end: Prov | None, tokens: int, limit: int, avail: int | None
 ) -> tuple[int, bool]:
     """Where the out-of-memory piece of the chunked request starts: the first point of a
     walk with the model's ``add_chunked_req`` sizing (baseline as the last known round left
@@ -274,21 +274,32 @@ def _oom_start(
     evidence requires; a forced step cannot be one (it would have run out of memory
     itself), so the walk stops there.
 
+    Two steps may give the same size (a small piece from the last few slots, then the
+    forced last piece of that size): the one whose baseline is the line's ``avail`` (what
+    was left when the crashing piece asked) is it; else the first.
+
     Returns (start, found); when no step gives ``tokens``, the start of the step where the
     model itself runs out of memory (the last known end when it never does), not found.
     At most ``limit`` steps (the silent rounds the time span allows; every step advances
     at least one token, so ``seq - done`` bounds the walk in any case)."""
     _, seq, d = chunked
     b = base_end.value if base_end else 0
+    first: int | None = None
+    stop = chunked[2]  # where the walk says the model runs out (the known end: never)
     for _ in range(min(seq - d, limit)):
         end, forced = _chunk_step(cfg, d, seq, b)
         if end - d == tokens:
-            return d, True
+            if avail is None or b == avail:
+                return d, True
+            first = d if first is None else first
         if forced:
-            return d, False
+            stop = d
+            break
+        if end >= seq:
+            break
         b -= cfg.pages_for(d, end)
         d = end
-    return chunked[2], False
+    return (first, True) if first is not None else (stop, False)
 
 
 def _move_bracketed_end(cfg: Config, out: list[Round], chunked, tokens: int, avail: int):
@@ -878,7 +889,7 @@ class Rebuilder:
         cfg, tokens = self.cfg, oom.tokens
         rid, seq, _ = self.chunked
         start, placed = _oom_start(cfg, self.chunked, self.base_end, tokens,
-                                   self._allowance(time))
+                                   self._allowance(time), oom.available)
         if placed or oom.available is None:
             return start, ("walk" if placed else None)
         avail = oom.available
