@@ -770,7 +770,8 @@ class Rebuilder:
         """Pieces of the chunked request that stayed inside one block wrote nothing: silent
         rounds before a write that starts at ``lo``, as the model sizes them from the
         assumed baseline. Adds none when that walk ends in a piece the baseline cannot
-        hold with no out-of-memory logged: memory came back, and the write's round is next.
+        hold with no out-of-memory logged (memory came back, and the write's round is
+        next), unless another rank's batch line shows the walk's first step ran.
         The walk stays in one block and below ``lo`` <= seq_len (``_forward`` checks), and
         each step advances a token at least: at most ``min(block, lo - done)`` steps."""
         cfg, block = self.cfg, self.block
@@ -782,8 +783,14 @@ class Rebuilder:
                 break
             steps.append(end)
             b, d = b - cfg.pages_for(d, end), end
-        if not steps or cfg.pages_for(d, _chunk_step(cfg, d, seq, b)[0]) > b:
+        if not steps:
             return
+        if cfg.pages_for(d, _chunk_step(cfg, d, seq, b)[0]) > b:
+            # Memory came back: before these steps, or after them. Another rank's batch
+            # line of the first step's size says they ran first.
+            first = steps[0] - self.chunked[2]
+            if self._batch_size(time, first, first) is None:
+                return
         for end in steps:
             self._gap(end, time)
 
