@@ -122,14 +122,19 @@ class Anchoring:
     #: the last round an observation holds the run to (transfers end on the clock after it)
     last_round: int
 
-    def schedule(self, base: dict[int, int], pick: int = 0, most: int = 0) -> dict[int, int]:
+    def schedule(
+        self, base: dict[int, int], pick: int = 0, most: int = 0, offset: int = 0
+    ) -> dict[int, int]:
         """``base`` plus every shift at its ``pick``-th placement (0: the latest; -1: the
         earliest; a shift with fewer placements takes its last). ``most``: a take that left
         nothing available is that many slots instead (it may have asked for more than
-        there was: the logs show only what it got)."""
+        there was: the logs show only what it got). ``offset``: every shift that many
+        rounds later (< 0: earlier), never before the round after the start: an event
+        happened at a time, and under another policy that time may fall in another round."""
         out = dict(base)
         for s in self.shifts:
             r, t = s.placements[min(pick, len(s.placements) - 1) if pick >= 0 else pick]
+            r = max(r + offset, s.after + 1) if offset else r
             out[r] = out.get(r, 0) + (max(t, most) if most and s.saturated else t)
         return out
 

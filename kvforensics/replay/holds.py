@@ -24,6 +24,9 @@ class Case:
     #: lower bound in the logs)
     most: bool
     oom: bool
+    #: every event that many rounds later (< 0: earlier): under another policy the time
+    #: an event happened may fall in another round
+    offset: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,9 +45,11 @@ class HoldsFor:
         span = f"{tried[0]:.2f}-{tried[-1]:.2f} s" if len(tried) > 1 else f"{tried[0]:.2f} s"
         places = len({c.pick for c in self.cases}) > 1
         sizes = len({c.most for c in self.cases}) > 1
+        moved = len({c.offset for c in self.cases}) > 1
         every = (
             f"every transfer time tried ({span})"
             + (" and every placement of the events the evidence allows" if places else "")
+            + (" and the events a round earlier or later" if moved else "")
             + (
                 " and whatever size the outside allocation had (the logs bound it below)"
                 if sizes
@@ -83,6 +88,14 @@ class HoldsFor:
                 "avoids it only if what was taken outside the adder was no more than the logs "
                 "show it got (they show 0 available after it: it may have wanted more)"
             )
+        if len({c.offset for c in self.cases}) > 1 and all(
+            len({c.oom for c in self.cases if c.offset == o}) == 1
+            for o in {c.offset for c in self.cases}
+        ):
+            return (
+                "avoids it or not depending on which round, under this policy, the events "
+                "found between observations fall in (they happened at a time, not a round)"
+            )
         return "avoids it or not depending on when the events between silent rounds happened"
 
     def as_dict(self) -> dict:
@@ -92,6 +105,7 @@ class HoldsFor:
             "transfer_seconds_allowed": list(self.allowed),
             "cases": [
                 {"transfer_seconds": c.seconds, "placement": c.pick, "most": c.most, "oom": c.oom}
+                | ({"round_offset": c.offset} if c.offset else {})
                 for c in self.cases
             ],
         }
@@ -112,13 +126,14 @@ def tried_seconds(chosen: float, readings: dict[str, float], lower: float | None
 
 def holds_for(
     policy: str,
-    run: Callable[[float, int, bool], bool],
+    run: Callable[[float, int, bool, int], bool],
     seconds: list[float],
-    picks: list[tuple[int, bool]],
+    picks: list[tuple[int, bool, int]],
     allowed: tuple[float, float | None],
 ) -> HoldsFor:
-    """``run(seconds, pick, most)`` is True when the policy runs out of memory then."""
-    cases = tuple(Case(s, p, m, run(s, p, m)) for s in seconds for p, m in picks)
+    """``run(seconds, pick, most, offset)`` is True when the policy runs out of memory
+    then; ``picks``: (pick, most, offset) of the events' schedule."""
+    cases = tuple(Case(s, p, m, run(s, p, m, o), o) for s in seconds for p, m, o in picks)
     ooms = {c.oom for c in cases}
     answer = (
         "depends" if len(ooms) > 1 else ("out of memory" if True in ooms else "no out of memory")

@@ -419,24 +419,32 @@ def _sensitivity(rr: ReplayResult, build, timing: Timing, readings: dict[str, fl
     chosen = rr.transfer.seconds if rr.transfer else timing.transfer_latency_s
     seconds = tried_seconds(chosen, readings, lower)
     found = rr.anchoring
-    picks = [(0, False)]
+    picks = [(0, False, 0)]
     if found is not None and found.variants() > 1:
-        picks.append((-1, False))
+        picks.append((-1, False, 0))
     if found is not None and found.saturated():
-        picks += [(p, True) for p, _ in picks]
+        picks += [(p, True, 0) for p, _, _ in picks]
+    # NOTE: the events are placed by round under prefix, whose rounds the logs show; under
+    # another policy the rounds run differently, and the time each event happened may
+    # fall a round either side
+    moved = picks + [(p, m, o) for p, m, _ in picks for o in (-1, 1)]
     pool = rr.rebuild.cfg.pool_size
 
     def run(policy: str):
-        def one(sec: float, pick: int, most: bool) -> bool:
-            events = rr.exogenous if found is None else found.schedule({}, pick, pool * most)
+        def one(sec: float, pick: int, most: bool, offset: int) -> bool:
+            events = (
+                rr.exogenous if found is None else found.schedule({}, pick, pool * most, offset)
+            )
             node = build(policy, sec, events=events, record=False)
             return node.run(MAX_ROUNDS).oom is not None
 
         return one
 
     allowed = (lower if lower is not None else min(seconds), None)
+    events = found is not None and bool(found.shifts)
     for policy in rr.results:
-        rr.holds[policy] = holds_for(policy, run(policy), seconds, picks, allowed)
+        mine = moved if events and policy != "prefix" else picks
+        rr.holds[policy] = holds_for(policy, run(policy), seconds, mine, allowed)
 
 
 def _given(rr: ReplayResult) -> dict[int, int]:

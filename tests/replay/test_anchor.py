@@ -60,7 +60,7 @@ def test_every_fix_avoids_the_incident_over_every_time_tried(by_seconds):
 
 def test_a_depending_answer_names_the_threshold():
     seconds = [1.0, 2.0, 4.0, 8.0]
-    h = holds_for("fixed", lambda s, _p, _m: s < 3.0, seconds, [(0, False)], (1.0, None))
+    h = holds_for("fixed", lambda s, _p, _m, _o: s < 3.0, seconds, [(0, False, 0)], (1.0, None))
     assert h.answer == "depends"
     assert h.sentence() == (
         "depends on the unobserved: avoids it only if transfers take at least 4.00 s "
@@ -96,3 +96,21 @@ def test_a_given_back_event_frees_only_what_is_in_transfer():
     node.prepare()
     assert node.pool.baseline() == 1024 + 2048
     node.pool.check()
+
+
+def test_an_event_a_round_either_side_is_a_case_of_its_own():
+    """An event found between observations happened at a time; under another policy that
+    time may fall in another round. The schedule moves every event by the offset (never
+    to or before the round it was found after), and an answer that turns with it says so."""
+    oom = Anchor(12, "oom", 0, "pp0.log:9", 2056, "as-v")
+    take = Shift(12, 512, 10, oom, ((12, 512), (11, 512)))
+    found = Anchoring((take,), (), 12)
+    assert found.schedule({}, 0, 0, 1) == {13: 512}
+    assert found.schedule({}, -1, 0, -1) == {11: 512}  # round 11 is the earliest after 10
+    assert found.schedule({}, 0, 0, -1) == {11: 512}
+    picks = [(0, False, 0), (0, False, -1), (0, False, 1)]
+    h = holds_for("drain", lambda _s, _p, _m, o: o > 0, [2.0], picks, (1.0, None))
+    assert h.answer == "depends"
+    assert "which round, under this policy, the events" in h.sentence()
+    d = h.as_dict()["cases"]
+    assert [c.get("round_offset", 0) for c in d] == [0, -1, 1]
