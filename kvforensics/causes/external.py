@@ -3,10 +3,64 @@ it, and the branch of ``add_chunked_req`` that then allocates memory that is not
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
 from kvforensics.causes.cause import Cause
 
+if TYPE_CHECKING:
+    from kvforensics.replay.anchor import Anchoring, Shift
+    from kvforensics.replay.replay import ReplayResult
+    from kvforensics.rounds.drop import Drop
+    from kvforensics.rounds.rebuild import Rebuild
+    from kvforensics.rounds.records import Round
 
-def external_allocation(rr) -> Cause:
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TakenFigures:
+    """Memory taken outside the adder: in all, between which rounds the first was, and
+    each fall (``drops``, from the continuity check) or event (``events``, anchoring)."""
+
+    tokens: int
+    after_round: int | None
+    before_round: int
+    drops: tuple[Drop, ...] = ()
+    events: tuple[Shift, ...] = ()
+
+    def as_dict(self) -> dict[str, object]:
+        out: dict[str, object] = {
+            "tokens": self.tokens,
+            "after_round": self.after_round,
+            "before_round": self.before_round,
+        }
+        if self.events:
+            out["events"] = [s.as_dict() for s in self.events]
+        else:
+            out["drops"] = [d.as_dict() for d in self.drops]
+        return out
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ResumeFigures:
+    """The resumed piece at the out-of-memory and the budget it was sized against."""
+
+    rid: str
+    piece: tuple[int, int]
+    seq_len: int | None
+    rem_total_tokens: int
+    rem_chunk_tokens: int
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "rid": self.rid,
+            "piece": list(self.piece),
+            "seq_len": self.seq_len,
+            "rem_total_tokens": self.rem_total_tokens,
+            "rem_chunk_tokens": self.rem_chunk_tokens,
+        }
+
+
+def external_allocation(rr: ReplayResult) -> Cause:
     """Held when a baseline fell by more than the logged allocations and load-backs explain
     (``rounds.continuity``). With an out-of-memory, only what was taken in the crashing
     request's life counts (before it, the adder saw the lower baseline), as the forward
@@ -34,16 +88,16 @@ def external_allocation(rr) -> Cause:
         f"{total} tokens taken outside the adder in {len(drops)} fall(s), the first "
         f"between rounds {first.after_round} and {first.before_round}"
     )
-    figures = {
-        "tokens": total,
-        "after_round": first.after_round,
-        "before_round": first.before_round,
-        "drops": [d.as_dict() for d in drops],
-    }
+    figures = TakenFigures(
+        tokens=total,
+        after_round=first.after_round,
+        before_round=first.before_round,
+        drops=tuple(drops),
+    )
     return Cause("external_allocation", True, summary, evidence, first.before_round, figures, story)
 
 
-def _from_anchoring(found) -> Cause:
+def _from_anchoring(found: Anchoring) -> Cause:
     takes = [s for s in found.shifts if s.tokens > 0]
     if not takes:
         return Cause(
@@ -59,21 +113,18 @@ def _from_anchoring(found) -> Cause:
         f"request's life, the first before round {first.round}"
         + (" (at least: the logs show 0 available after it)" if any(s.saturated for s in takes) else "")
     )
-    figures = {
-        "tokens": total,
-        "after_round": first.after,
-        "before_round": first.round,
-        "events": [s.as_dict() for s in takes],
-    }
+    figures = TakenFigures(
+        tokens=total, after_round=first.after, before_round=first.round, events=tuple(takes)
+    )
     evidence = [s.anchor.where for s in takes]
     return Cause("external_allocation", True, summary, evidence, first.round, figures, story)
 
 
-def _oom_round(rb):
+def _oom_round(rb: Rebuild) -> Round | None:
     return next((r for r in rb.rounds if r.oom is not None), None)
 
 
-def forced_resume(rr) -> Cause:
+def forced_resume(rr: ReplayResult) -> Cause:
     """Held when the out-of-memory piece is a resumed chunk sized by the forced branch:
     ``rem_total_tokens <= 0`` at ``add_chunked_req`` and ``rem_chunk_tokens`` taken anyway
     for a piece that is not the request's last. On a last piece the branch did not size
@@ -95,13 +146,13 @@ def forced_resume(rr) -> Cause:
         return Cause("forced_resume", None, f"cannot tell: round {rnd.index}'s baseline is unknown")
     seq = rb.seq_lens.get(rid)
     chunk = rb.cfg.chunked_prefill_size
-    figures = {
-        "rid": rid,
-        "piece": [piece.start, piece.end],
-        "seq_len": seq,
-        "rem_total_tokens": base,
-        "rem_chunk_tokens": chunk,
-    }
+    figures = ResumeFigures(
+        rid=rid,
+        piece=(piece.start, piece.end),
+        seq_len=seq,
+        rem_total_tokens=base,
+        rem_chunk_tokens=chunk,
+    )
     evidence = [
         f"round {rnd.index} baseline {base} ({rnd.baseline.provenance}: "
         f"{'; '.join(rnd.baseline.evidence)})",

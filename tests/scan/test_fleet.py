@@ -79,8 +79,8 @@ def test_every_gap_admission_of_the_agent_node_is_found(fleet):
 def test_the_incident_node_lists_its_oom_and_cause(fleet):
     inc = node(fleet, "incident")
     (oom,) = inc.ooms
-    assert (oom["rid"], oom["tokens"], oom["available"], oom["reproduced"]) == (B, 2056, 0, True)
-    assert "unreserved_tail" in [c["id"] for c in oom["causes"]]
+    assert (oom.rid, oom.tokens, oom.available, oom.reproduced) == (B, 2056, 0, True)
+    assert "unreserved_tail" in [c.id for c in oom.causes]
     (gap,) = inc.whole_log.gap_admissions
     assert (gap.victim_rid, gap.intruder_rid, gap.intruder_load_back) == (B, C, 15360)
     assert (gap.unreserved_tail, gap.intruder_compute, gap.leftover_chunk_budget) == (
@@ -101,14 +101,14 @@ def test_an_oom_of_another_cause_lists_its_causes_and_no_gap(fleet):
     want = inc.run().oom
     ext = node(fleet, "external")
     (oom,) = ext.ooms
-    assert (oom["round"], oom["rid"], oom["tokens"], oom["available"], oom["reproduced"]) == (
+    assert (oom.round, oom.rid, oom.tokens, oom.available, oom.reproduced) == (
         want.round,
         inc.victim,
         want.tokens,
         want.available,
         True,
     )
-    assert {c["id"] for c in oom["causes"]} == set(inc.holds)
+    assert {c.id for c in oom.causes} == set(inc.holds)
     assert ext.whole_log.gap_admissions == ()
     assert ext.whole_log.tightest().margin < 0
 
@@ -168,9 +168,9 @@ def test_a_release_log_lists_its_oom_arithmetic_and_no_whole_log(tmp_path):
     for n, spec in zip(fleet.nodes, with_oom, strict=True):
         want = tomllib.loads(spec.read_text())["expect"]["oom"]
         assert n.error is None
-        assert [(o["tokens"], o["available"]) for o in n.ooms] == [
+        assert [(o.tokens, o.available) for o in n.ooms] == [
             (w["tokens"], w["available"]) for w in want
         ]
-        assert [o["causes"][0]["id"] for o in n.ooms] == [w["mechanism"] for w in want]
+        assert [o.causes[0].id for o in n.ooms] == [w["mechanism"] for w in want]
         assert n.whole_log is None and n.as_dict()["gap_admissions"] == []
     assert fleet.nodes_frame()["gap_admissions"].null_count() == len(with_oom)
