@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from kvforensics.causes.cause import Cause
+from kvforensics.causes.oom import oom_words
 
 if TYPE_CHECKING:
     from kvforensics.replay.anchor import Anchoring, Shift
@@ -44,7 +45,7 @@ class TakenFigures:
 class ResumeFigures:
     """The resumed piece at the out-of-memory and the budget it was sized against."""
 
-    rid: str
+    rid: str | None
     piece: tuple[int, int]
     seq_len: int | None
     rem_total_tokens: int
@@ -111,7 +112,11 @@ def _from_anchoring(found: Anchoring) -> Cause:
     summary = (
         f"{total} tokens taken outside the adder in {len(takes)} event(s) in the crashing "
         f"request's life, the first before round {first.round}"
-        + (" (at least: the logs show 0 available after it)" if any(s.saturated for s in takes) else "")
+        + (
+            " (at least: the logs show 0 available after it)"
+            if any(s.saturated for s in takes)
+            else ""
+        )
     )
     figures = TakenFigures(
         tokens=total, after_round=first.after, before_round=first.round, events=tuple(takes)
@@ -130,10 +135,10 @@ def forced_resume(rr: ReplayResult) -> Cause:
     for a piece that is not the request's last. On a last piece the branch did not size
     anything (the remainder was all there was to take): not claimed."""
     rb = rr.rebuild
-    rnd = _oom_round(rb)
-    if rnd is None:
+    rnd, oom = _oom_round(rb), rb.oom
+    if rnd is None or oom is None:
         return Cause("forced_resume", False, "no out-of-memory in these logs")
-    rid = rb.oom.rid
+    rid = oom.rid
     piece = next((p for p in rnd.pieces if p.kind == "resumed" and p.rid == rid), None)
     if piece is None:
         return Cause(
@@ -141,10 +146,11 @@ def forced_resume(rr: ReplayResult) -> Cause:
             False,
             f"the out-of-memory in round {rnd.index} is not on a resumed chunk",
         )
-    base = rnd.baseline.value if rnd.baseline else None
-    if base is None:
+    baseline = rnd.baseline
+    base = baseline.value if baseline else None
+    if baseline is None or base is None:
         return Cause("forced_resume", None, f"cannot tell: round {rnd.index}'s baseline is unknown")
-    seq = rb.seq_lens.get(rid)
+    seq = rb.seq_lens.get(rid) if rid is not None else None
     chunk = rb.cfg.chunked_prefill_size
     figures = ResumeFigures(
         rid=rid,
@@ -154,8 +160,8 @@ def forced_resume(rr: ReplayResult) -> Cause:
         rem_chunk_tokens=chunk,
     )
     evidence = [
-        f"round {rnd.index} baseline {base} ({rnd.baseline.provenance}: "
-        f"{'; '.join(rnd.baseline.evidence)})",
+        f"round {rnd.index} baseline {base} ({baseline.provenance}: "
+        f"{'; '.join(baseline.evidence)})",
         *piece.evidence,
     ]
     if base > 0:
@@ -184,7 +190,7 @@ def forced_resume(rr: ReplayResult) -> Cause:
     story = [
         f"In round {rnd.index} add_chunked_req found rem_total_tokens {base} <= 0 and took "
         f"rem_chunk_tokens ({chunk}) anyway for {rid}'s piece [{piece.start}, {piece.end}), not "
-        f"its last (seq_len {seq}): allocating {rb.oom.tokens} tokens with "
-        f"{rb.oom.available} available failed."
+        f"its last (seq_len {seq}): allocating "
+        f"{oom_words(oom.tokens, oom.available, form='with')} failed."
     ]
     return Cause("forced_resume", True, summary, evidence, rnd.index, figures, story)

@@ -38,6 +38,7 @@ class PoolFigures:
             "mechanism": a.mechanism.value,
         }
 
+
 #: cause id -> the family of the message's arithmetic that shows it
 FAMILIES = {
     "page_granularity": Mechanism.PAGE_GRANULARITY,
@@ -84,7 +85,5 @@ def pool_causes(oom: LoggedOom | None) -> list[Cause]:
         else:
             held, summary = False, f"the message shows {got.mechanism.value}: {got.reason}"
         story = [f"The out-of-memory message's numbers: {got.reason}."] if held else []
-        out.append(
-            Cause(cid, held, summary, [*where, got.reason], oom.round, figures, story)
-        )
+        out.append(Cause(cid, held, summary, [*where, got.reason], oom.round, figures, story))
     return out

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import polars as pl
 
+from kvforensics.causes.oom import oom_words
 from kvforensics.errors import InputError
 from kvforensics.ledger_io import write_frame
 from kvforensics.model import Config, RunResult
@@ -20,7 +21,7 @@ from kvforensics.progress import current
 from kvforensics.report import _fmt, manifest
 from kvforensics.report.diff import Diff, diff_ledgers
 from kvforensics.report.explain import explain_round
-from kvforensics.report.ledgers import ledger_of, round_summaries
+from kvforensics.report.ledgers import frame_of, ledger_of, round_summaries
 from kvforensics.report.terminal import MAX_WORD, shorten_values
 
 #: a per-round table longer than this is cut to the rounds around the focus and the OOM
@@ -31,8 +32,8 @@ def outcome_sentence(r: RunResult) -> str:
     if r.oom is not None:
         o = r.oom
         return (
-            f"`{r.policy}`: out of memory in round {o.round}: {o.rid} tried to allocate "
-            f"{o.tokens} tokens, {o.available} available."
+            f"`{r.policy}`: out of memory in round {o.round}: "
+            f"{oom_words(o.tokens, o.available, rid=o.rid)}."
         )
     left = sorted(rid for rid, q in r.requests.items() if q.finished_round is None)
     tail = f"; still unfinished: {', '.join(left)}" if left else "; every request finished"
@@ -67,14 +68,15 @@ def pick_focus(results: Mapping[str, RunResult]) -> int | None:
         div = d.first_divergence or d.first_accounting_divergence
         if div is not None:
             return div.round
-    if crashed:
-        return results[crashed[0]].oom.round
+    first_oom = results[crashed[0]].oom if crashed else None
+    if first_oom is not None:
+        return first_oom.round
     firsts = [r.rounds[0].round for r in results.values() if r.rounds]
     return min(firsts) if firsts else None
 
 
 def _diff(results: Mapping[str, RunResult], a: str, b: str) -> Diff:
-    return diff_ledgers(results[a].ledger_frame(), results[b].ledger_frame(), a, b)
+    return diff_ledgers(frame_of(results[a]), frame_of(results[b]), a, b)
 
 
 def _outcome_table(results: Mapping[str, RunResult]) -> str:
@@ -125,7 +127,7 @@ def _round_table(r: RunResult, focus: int | None) -> str:
     for s in keep:
         dec = _fmt.decisions(s.decisions)
         if s.oom:
-            dec += f"; OUT OF MEMORY allocating {s.oom['tokens']} ({s.oom['available']} available)"
+            dec += f"; OUT OF MEMORY {oom_words(s.oom.tokens, s.oom.available, form='allocating')}"
         rows.append(
             [
                 s.round,
@@ -166,7 +168,7 @@ def write_report(
     focus_round: int | None = None,
     inputs: Iterable[str | Path] = (),
     force: bool = False,
-    history: list[tuple[int, int]] = (),
+    history: Sequence[tuple[int, int]] = (),
     log_notes: Sequence[str] | None = None,
     sizing: tuple[Config, Profile] | None = None,
     reproducer: tuple[Sequence[str], Mapping[str, str]] | None = None,
@@ -185,17 +187,18 @@ def write_report(
     if not results:
         raise InputError("nothing to report: no policy results")
     out = Path(out_dir)
-    inputs = [Path(p) for p in inputs]
+    given = [Path(p) for p in inputs]
     focus = focus_round if focus_round is not None else pick_focus(results)
     all_rounds = {s.round for r in results.values() for s in round_summaries(ledger_of(r))}
     if focus is not None and focus not in all_rounds:
         span = f"rounds {min(all_rounds)}..{max(all_rounds)}" if all_rounds else "no rounds"
         raise InputError(f"round {focus} is not in the results ({span})")
     paths = _paths(out, focus, events is not None)
-    extra = {f"reproducer:{n}": out / n for n in (reproducer[1] if reproducer else {})}
+    repro_files = reproducer[1] if reproducer else {}
+    extra = {f"reproducer:{n}": out / n for n in repro_files}
     paths.update(extra)
     for p in paths.values():
-        check_not_input(p, inputs)
+        check_not_input(p, given)
     stale = manifest.claim(out, [p.name for p in paths.values()], force)
 
     # NOTE: matplotlib is most of a command's start-up: only a report imports it
@@ -210,7 +213,7 @@ def write_report(
         plot_waterfall({p: results[p] for p in _pair(results)}, focus, paths["waterfall"])
         written.append(paths["waterfall"])
         files.advance()
-    ledger = pl.concat([r.ledger_frame() for r in results.values()], how="vertical_relaxed")
+    ledger = pl.concat([frame_of(r) for r in results.values()], how="vertical_relaxed")
     frames = [("ledger_parquet", ledger), ("ledger_csv", ledger)]
     if events is not None:
         frames += [("events_parquet", events), ("events_csv", events)]
@@ -219,7 +222,7 @@ def write_report(
         written.append(paths[key])
         files.advance()
     for p in extra.values():
-        atomic_write_text(p, reproducer[1][p.name])
+        atomic_write_text(p, repro_files[p.name])
         written.append(p)
         files.advance()
 
@@ -258,7 +261,11 @@ def _log_notes_md(notes: Sequence[str]) -> list[str]:
     return [*lines, ""]
 
 
-def _markdown(results, title, story, evidence, focus, files, log_notes, legend, repro) -> str:
+def _markdown(
+    results: Mapping[str, RunResult], title: str, story: list[str] | None,
+    evidence: list[str] | None, focus: int | None, files: list[str],
+    log_notes: Sequence[str] | None, legend: str, repro: list[str],
+) -> str:  # fmt: skip
     out = [f"# {title}", ""]
     if story:
         out += story

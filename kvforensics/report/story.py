@@ -56,8 +56,10 @@ def _file(where: str) -> tuple[str, int]:
     return name, int(line)
 
 
-def line_after(events: pl.DataFrame, where: str, kind: str, rid: str) -> str | None:
+def line_after(events: pl.DataFrame, where: str | None, kind: str, rid: str) -> str | None:
     """``file:line`` of the first ``kind`` line of ``rid`` after ``where`` (same file)."""
+    if where is None:
+        return None
     name, line = _file(where)
     hit = events.filter(
         (pl.col("kind") == kind)
@@ -291,9 +293,7 @@ def _outcome_row(p: str, res: RunResult) -> list[object]:
     left = sorted(r for r, q in res.requests.items() if q.finished_round is None)
     return [
         f"`{p}`",
-        "none"
-        if o is None
-        else f"round {o.round}: {o.rid}, {oom_words(o.tokens, o.available)}",
+        "none" if o is None else f"round {o.round}: {o.rid}, {oom_words(o.tokens, o.available)}",
         len(res.rounds),
         ", ".join(left) or "none",
     ]
@@ -338,7 +338,7 @@ def costs(rr: ReplayResult, names: list[str], readings: list[CostReading]) -> li
         out += [
             f"The cost is time: a request the fix holds back waits for memory that finishing "
             f"KV transfers give back. First tokens later than under `prefix`, with transfers "
-            f"taking {used.seconds:.2f} s ({rr.transfer.how}):",
+            f"taking {used.seconds:.2f} s ({rr.transfer.how if rr.transfer else '-'}):",
             "",
         ]
         out += [_delay_table(used), ""]
@@ -470,10 +470,16 @@ def history(rr: ReplayResult, rounds: int) -> list[tuple[int, int]]:
         return []
     size = rr.rebuild.cfg.pool_size
     before = rr.rebuild.rounds[max(0, rr.start_round - rounds) : rr.start_round]
-    return [(r.index, size - r.baseline_end.value) for r in before if r.baseline_end is not None]
+    return [
+        (r.index, size - r.baseline_end.value)
+        for r in before
+        if r.baseline_end is not None and r.baseline_end.value is not None
+    ]
 
 
-def log_report(rr: ReplayResult, names: list[str], paths: list[Path]) -> tuple[str, list, list]:
+def log_report(
+    rr: ReplayResult, names: list[str], paths: list[Path]
+) -> tuple[str, list[str], list[str]]:
     """(title, story, evidence) of the report on a log replay."""
     from kvforensics.replay.costs import cost_readings
 
