@@ -25,7 +25,7 @@ class FirstTokenDelay:
     delay_s: float | None
     note: str | None
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, object]:
         return {
             "rid": self.rid,
             "finished_round": self.finished_round,

@@ -7,6 +7,7 @@ root cause, fidelity and the log line behind each input number."""
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import polars as pl
@@ -193,35 +194,33 @@ def write_report(
     if focus is not None and focus not in all_rounds:
         span = f"rounds {min(all_rounds)}..{max(all_rounds)}" if all_rounds else "no rounds"
         raise InputError(f"round {focus} is not in the results ({span})")
-    paths = _paths(out, focus, events is not None)
     repro_files = reproducer[1] if reproducer else {}
-    extra = {f"reproducer:{n}": out / n for n in repro_files}
-    paths.update(extra)
-    for p in paths.values():
+    paths = _paths(out, focus, events is not None, list(repro_files))
+    for p in paths.every():
         check_not_input(p, given)
-    stale = manifest.claim(out, [p.name for p in paths.values()], force)
+    stale = manifest.claim(out, [p.name for p in paths.every()], force)
 
     # NOTE: matplotlib is most of a command's start-up: only a report imports it
     from kvforensics.report.figures import plot_pool, plot_waterfall
 
     written: list[Path] = []
-    files = current().stage("writing report", len(paths), "files")
-    plot_pool(results, paths["pool"], focus=focus, history=list(history))
-    written.append(paths["pool"])
+    files = current().stage("writing report", len(paths.every()), "files")
+    plot_pool(results, paths.pool, focus=focus, history=list(history))
+    written.append(paths.pool)
     files.advance()
-    if focus is not None:
-        plot_waterfall({p: results[p] for p in _pair(results)}, focus, paths["waterfall"])
-        written.append(paths["waterfall"])
+    if focus is not None and paths.waterfall is not None:
+        plot_waterfall({p: results[p] for p in _pair(results)}, focus, paths.waterfall)
+        written.append(paths.waterfall)
         files.advance()
     ledger = pl.concat([frame_of(r) for r in results.values()], how="vertical_relaxed")
-    frames = [("ledger_parquet", ledger), ("ledger_csv", ledger)]
-    if events is not None:
-        frames += [("events_parquet", events), ("events_csv", events)]
-    for key, frame in frames:
-        write_frame(frame, paths[key])
-        written.append(paths[key])
+    frames = [(paths.ledger_parquet, ledger), (paths.ledger_csv, ledger)]
+    if events is not None and paths.events is not None:
+        frames += [(paths.events[0], events), (paths.events[1], events)]
+    for path, frame in frames:
+        write_frame(frame, path)
+        written.append(path)
         files.advance()
-    for p in extra.values():
+    for p in paths.reproducer:
         atomic_write_text(p, repro_files[p.name])
         written.append(p)
         files.advance()
@@ -230,26 +229,43 @@ def write_report(
     md = _markdown(results, title, story, evidence, focus, names, log_notes, need_legend(sizing),
                    list(reproducer[0]) if reproducer else [])  # fmt: skip
     md = _shortened(md, names, _rids(results, events))
-    atomic_write_text(paths["md"], md)
+    atomic_write_text(paths.md, md)
     files.advance()
     files.done()
     manifest.record(out, ["report.md", *names], stale)
-    return [paths["md"], *written]
+    return [paths.md, *written]
 
 
-def _paths(out: Path, focus: int | None, with_events: bool) -> dict[str, Path]:
-    paths = {
-        "md": out / "report.md",
-        "pool": out / "pool.png",
-        "ledger_parquet": out / "ledger.parquet",
-        "ledger_csv": out / "ledger.csv",
-    }
-    if focus is not None:
-        paths["waterfall"] = out / f"waterfall-round-{focus}.png"
-    if with_events:
-        paths["events_parquet"] = out / "events.parquet"
-        paths["events_csv"] = out / "events.csv"
-    return paths
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ReportFiles:
+    """Where each file of the attachment goes."""
+
+    md: Path
+    pool: Path
+    ledger_parquet: Path
+    ledger_csv: Path
+    waterfall: Path | None = None
+    events: tuple[Path, Path] | None = None  # Parquet, CSV
+    reproducer: tuple[Path, ...] = ()
+
+    def every(self) -> list[Path]:
+        """All of them, in the order the manifest lists them."""
+        out = [self.md, self.pool, self.ledger_parquet, self.ledger_csv]
+        out += [self.waterfall] if self.waterfall is not None else []
+        out += list(self.events or ())
+        return [*out, *self.reproducer]
+
+
+def _paths(out: Path, focus: int | None, with_events: bool, repro: list[str]) -> ReportFiles:
+    return ReportFiles(
+        md=out / "report.md",
+        pool=out / "pool.png",
+        ledger_parquet=out / "ledger.parquet",
+        ledger_csv=out / "ledger.csv",
+        waterfall=out / f"waterfall-round-{focus}.png" if focus is not None else None,
+        events=(out / "events.parquet", out / "events.csv") if with_events else None,
+        reproducer=tuple(out / n for n in repro),
+    )
 
 
 def _log_notes_md(notes: Sequence[str]) -> list[str]:

@@ -36,7 +36,7 @@ class Totals:
     mismatches: int
     contradictions: int
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, object]:
         return {f: getattr(self, f) for f in self.__dataclass_fields__}
 
 

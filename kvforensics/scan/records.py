@@ -92,7 +92,7 @@ class HeldCause:
     summary: str
     round: int | None
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, object]:
         return {"id": self.id, "summary": self.summary, "round": self.round}
 
 
@@ -113,8 +113,8 @@ class NodeOom:
     #: a release log's event: its JSON carries ``where``
     from_release: bool = False
 
-    def as_dict(self) -> dict:
-        out: dict = {
+    def as_dict(self) -> dict[str, object]:
+        out: dict[str, object] = {
             "round": self.round,
             "rid": self.rid,
             "tokens": self.tokens,
