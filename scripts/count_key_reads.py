@@ -1,7 +1,7 @@
 """String-key reads per file: ``x["literal"]`` subscripts read (not assigned) and
 ``x.get("literal")`` calls, outside the functions that write JSON or Parquet.
 
-    python scripts/count_key_reads.py [PATH...] [--all] [--total]
+    python scripts/count_key_reads.py [PATH...] [--all] [--total] [--lines]
 
 A stage result read by string key fails at run time when a key is renamed; a typed
 result fails at type-check time. The JSON and Parquet edge (``as_dict``, ``to_dict``,
@@ -9,8 +9,8 @@ result fails at type-check time. The JSON and Parquet edge (``as_dict``, ``to_di
 ``_row``/``_rows``) is where dicts belong, so it is left out unless ``--all``. A polars
 column read (``df["rid"]``) counts too: the checker cannot tell a frame from a dict.
 
-Prints ``count path`` per file with at least one read (``--total`` adds the sum); paths
-default to the package.
+Prints ``count path`` per file with at least one read (``--total`` adds the sum,
+``--lines`` each read's line numbers); paths default to the package.
 """
 
 from __future__ import annotations
@@ -59,11 +59,16 @@ class _Counter(ast.NodeVisitor):
         self.generic_visit(node)
 
 
-def count(path: Path, edge_too: bool = False) -> int:
-    """The string-key reads in one file."""
+def reads(path: Path, edge_too: bool = False) -> list[int]:
+    """The line of each string-key read in one file."""
     counter = _Counter(edge_too)
     counter.visit(ast.parse(path.read_text(), filename=str(path)))
-    return len(counter.hits)
+    return sorted(counter.hits)
+
+
+def count(path: Path, edge_too: bool = False) -> int:
+    """The string-key reads in one file."""
+    return len(reads(path, edge_too))
 
 
 def _files(paths: list[Path]) -> list[Path]:
@@ -78,14 +83,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("paths", nargs="*", type=Path)
     ap.add_argument("--all", action="store_true", help="count the JSON/Parquet edge too")
     ap.add_argument("--total", action="store_true", help="print the sum last")
+    ap.add_argument("--lines", action="store_true", help="print each read's line numbers")
     args = ap.parse_args(argv)
     paths = args.paths or [Path(__file__).resolve().parents[1] / "kvforensics"]
     total = 0
     for f in _files(paths):
-        n = count(f, args.all)
-        total += n
-        if n:
-            print(f"{n:5d} {f}")
+        lines = reads(f, args.all)
+        total += len(lines)
+        if lines:
+            where = f"  lines {', '.join(map(str, lines))}" if args.lines else ""
+            print(f"{len(lines):5d} {f}{where}")
     if args.total:
         print(f"{total:5d} total")
     return 0

@@ -16,6 +16,9 @@ if TYPE_CHECKING:
     from kvforensics.model import RunResult
     from kvforensics.replay.replay import ReplayResult
 
+#: the policy that is the code as it ran, and the fix the root cause is weighed against
+AS_RAN, FIX = "prefix", "fixed"
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RootCause:
@@ -70,7 +73,7 @@ def root_cause(rr: ReplayResult) -> RootCause | None:
     first, then other requests' (their unreserved tails drew on the same pool), each in
     order of events. The first with an intruder is the gap that mattered; without one, the
     victim's first truncation that left chunk budget (else its first) says why not."""
-    fix = rr.results.get("fixed")
+    fix = rr.results.get(FIX)
     rows, steps = _truncations(rr)
     if not rows:
         return None
@@ -96,7 +99,7 @@ def held_root_cause(causes: list[Cause]) -> RootCause | None:
 def _truncations(rr: ReplayResult) -> tuple[list[Step], list[Step]]:
     """The ``prefix`` ledger's truncations up to its out-of-memory, the victim's first
     (none when the victim was never truncated), and the ledger's adder calls."""
-    pre = rr.results.get("prefix")
+    pre = rr.results.get(AS_RAN)
     if pre is None or pre.oom is None:
         return [], []
     victim, last = pre.oom.rid, pre.oom.round
@@ -209,7 +212,7 @@ def unreserved_tail(rr: ReplayResult, rc: RootCause | None) -> Cause:
     if not rr.rebuild.oom:
         return Cause("unreserved_tail", False, "no out-of-memory in these logs")
     if rc is None:
-        pre = rr.results.get("prefix")
+        pre = rr.results.get(AS_RAN)
         if pre is None or pre.oom is None:
             return Cause(
                 "unreserved_tail",

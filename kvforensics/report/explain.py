@@ -10,6 +10,7 @@ import polars as pl
 from rich.console import Group, RenderableType
 from rich.text import Text
 
+from kvforensics.causes.tail import FIX
 from kvforensics.errors import InputError
 from kvforensics.model import RunResult
 from kvforensics.model.decisions import ADDER_CALLS, BudgetState, Call, Decision
@@ -18,9 +19,6 @@ from kvforensics.report import _fmt
 from kvforensics.report.diff import diff_ledgers
 from kvforensics.report.ledgers import ledger_of, page_size_of, steps_of
 from kvforensics.report.terminal import FitTable, Hanging
-
-#: the fix whose ledger says whom a reserved tail keeps out
-FIX = "fixed"
 
 #: (key, header) of the step table, in the postmortem's reading order
 STEP_COLUMNS = (

@@ -13,7 +13,7 @@ from pathlib import Path
 import polars as pl
 
 from kvforensics.causes.oom import oom_words
-from kvforensics.causes.tail import RootCause, held_root_cause
+from kvforensics.causes.tail import AS_RAN, RootCause, held_root_cause
 from kvforensics.model import RunResult
 from kvforensics.replay import ReplayResult
 from kvforensics.replay.costs import CostReading
@@ -254,7 +254,7 @@ def out_of_memory(rr: ReplayResult, rc: RootCause) -> list[str]:
             f" Round {rc.round} had left {after.value} slots ({after.provenance}: "
             f"{'; '.join(after.evidence)}) for a tail of {rc.unreserved_tail}."
         )
-    pre = rr.results.get("prefix")
+    pre = rr.results.get(AS_RAN)
     if pre is not None and pre.oom is not None:
         text += (
             f" The replay under `prefix` fails at the same allocation: round {pre.oom.round}, "
@@ -362,7 +362,7 @@ def _alternatives(readings: list[CostReading], names: list[str]) -> list[str]:
         )
         fits = {True: "yes", False: "no: ruled out by the log", None: "-"}[r.reproduces]
         rows.append(
-            [r.label, f"{r.seconds:.2f} s", fits, _oom_cell(r.ooms.get("prefix")), delays or "none"]
+            [r.label, f"{r.seconds:.2f} s", fits, _oom_cell(r.ooms.get(AS_RAN)), delays or "none"]
         )
     return [
         "The same run under the other transfer times the log supports (re-run here; a "

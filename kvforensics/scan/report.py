@@ -5,13 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from kvforensics.causes.oom import oom_words
+from kvforensics.causes.tail import FIX
 from kvforensics.outputs import atomic_write_text
 from kvforensics.scan.fleet import Fleet
 from kvforensics.scan.plots import plot_gaps, plot_margins, plot_refused
 from kvforensics.scan.records import GapAdmission, NodeOom, NodeScan, Refusal
-
-#: the fix whose refusals get a column of their own
-FIX = "fixed"
 
 #: gap admissions listed per node in the markdown (all of them are in the Parquet/JSON)
 LISTED = 20
