@@ -12,7 +12,7 @@ class Figures(Protocol):
     def as_dict(self) -> dict[str, object]: ...
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class Cause:
     """A detector's finding.
 
