@@ -4,6 +4,8 @@ conversation traffic) scanned as a whole."""
 import polars as pl
 import pytest
 
+from kvforensics.causes.gaps import through_gaps, unreserved
+from kvforensics.model.ledger import Step
 from kvforensics.scan import ScanOptions, scan, write_parquet
 from kvforensics.synth.agent import agent_capture
 from kvforensics.synth.incidents import external_allocation
@@ -22,26 +24,14 @@ def node(fleet, name):
 
 
 def truth_gaps(cap) -> list[tuple]:
-    """Admissions after an unreserved truncation, from the generating run's own ledger."""
-    out = []
-    for rc in cap.rounds:
-        victim = None
-        for s in rc.steps:
-            if victim and s["decision"] in ("full", "truncated"):
-                out.append(
-                    (
-                        rc.round,
-                        victim["rid"],
-                        victim["seq_len"] - victim["end"],
-                        s["rid"],
-                        s["end"] - s["start"],
-                        s["load_back"],
-                    )
-                )
-            tail = s["end"] is not None and s["end"] < s["seq_len"]
-            if s["decision"] in ("truncated", "resumed") and tail and s["rem_chunk_after"] > 0:
-                victim = s
-    return out
+    """Admissions through a gap in the generating run's own ledger (the one the logs were
+    rendered from), found by ``causes.gaps``: the scan must find the same ones in the
+    ledger it re-runs from the logs."""
+    return [
+        (rc.round, v.rid, unreserved(v), a.rid, a.end - a.start, a.load_back)
+        for rc in cap.rounds
+        for v, a in through_gaps(Step(**s) for s in rc.steps)
+    ]
 
 
 def found(gaps) -> list[tuple]:
