@@ -77,9 +77,13 @@ def _single(requested: int, r: PoolReading) -> OomArithmetic | None:
         why = f"{requested} requested > {total} free + evictable in the {r.pool} pool"
         return OomArithmetic(Mechanism.EXHAUSTION, r.pool, requested, free, r.evictable, why)
     if free is not None and total is not None and free < requested <= total:
-        why = (f"{requested} requested <= {total} free + evictable but > {free} free in the "
-               f"{r.pool} pool: the evictable cache could not be freed in time")
-        return OomArithmetic(Mechanism.EVICTION_SHORTFALL, r.pool, requested, free, r.evictable, why)
+        why = (
+            f"{requested} requested <= {total} free + evictable but > {free} free in the "
+            f"{r.pool} pool: the evictable cache could not be freed in time"
+        )
+        return OomArithmetic(
+            Mechanism.EVICTION_SHORTFALL, r.pool, requested, free, r.evictable, why
+        )
     return None
 
 
@@ -95,8 +99,14 @@ def classify(requested: int | None, pools: list[PoolReading]) -> OomArithmetic:
         needed are missing (never a guess).
     """
     if requested is None or not pools:
-        return OomArithmetic(Mechanism.UNKNOWN, None, requested, None, None,
-                             "the message gives no requested size or no pool numbers")
+        return OomArithmetic(
+            Mechanism.UNKNOWN,
+            None,
+            requested,
+            None,
+            None,
+            "the message gives no requested size or no pool numbers",
+        )
     full, others = pools[0], pools[1:]
     full_short = _single(requested, full)
     full_total = full.total()
@@ -107,15 +117,25 @@ def classify(requested: int | None, pools: list[PoolReading]) -> OomArithmetic:
         short = _single(requested, other)
         if short is not None and short.mechanism is Mechanism.EXHAUSTION and full_fits:
             why = f"{short.reason}, while the {full.pool} pool would have fit"
-            return OomArithmetic(Mechanism.HYBRID_POOL, other.pool, requested, short.free,
-                                 short.evictable, why)
+            return OomArithmetic(
+                Mechanism.HYBRID_POOL, other.pool, requested, short.free, short.evictable, why
+            )
     if full_short is not None:
         return full_short
     free = full.free_now()
     if free is not None and requested <= free:
-        why = (f"{requested} requested <= {free} free in the {full.pool} pool: it fits in "
-               "tokens but not in whole pages")
-        return OomArithmetic(Mechanism.PAGE_GRANULARITY, full.pool, requested, free,
-                             full.evictable, why)
-    return OomArithmetic(Mechanism.UNKNOWN, full.pool, requested, free, full.evictable,
-                         "the printed numbers do not place the request in any family")
+        why = (
+            f"{requested} requested <= {free} free in the {full.pool} pool: it fits in "
+            "tokens but not in whole pages"
+        )
+        return OomArithmetic(
+            Mechanism.PAGE_GRANULARITY, full.pool, requested, free, full.evictable, why
+        )
+    return OomArithmetic(
+        Mechanism.UNKNOWN,
+        full.pool,
+        requested,
+        free,
+        full.evictable,
+        "the printed numbers do not place the request in any family",
+    )

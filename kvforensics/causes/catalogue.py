@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from kvforensics.causes.cause import Cause
 from kvforensics.causes.external import external_allocation, forced_resume
 from kvforensics.causes.pages import page_ask, with_pieces
 from kvforensics.causes.pools import pool_causes
 from kvforensics.causes.tail import root_cause, unreserved_tail
+
+if TYPE_CHECKING:
+    from kvforensics.replay.replay import ReplayResult
 
 #: catalogue order (the JSON lists causes in this order)
 IDS = (
@@ -19,7 +24,7 @@ IDS = (
 )
 
 
-def find_causes(rr) -> list[Cause]:
+def find_causes(rr: ReplayResult) -> list[Cause]:
     """Every cause of the catalogue for one replay (``replay.ReplayResult``)."""
     ask = page_ask(rr) if rr.rebuild.oom else None
     page = rr.rebuild.cfg.page_size

@@ -3,9 +3,16 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Protocol
 
 
-@dataclass(slots=True)
+class Figures(Protocol):
+    """A cause's numbers: typed for the code that reads them, a dict for the JSON."""
+
+    def as_dict(self) -> dict[str, object]: ...
+
+
+@dataclass(frozen=True, slots=True)
 class Cause:
     """A detector's finding.
 
@@ -20,15 +27,15 @@ class Cause:
     summary: str
     evidence: list[str] = field(default_factory=list)
     round: int | None = None
-    figures: dict = field(default_factory=dict)
+    figures: Figures | None = None
     story: list[str] = field(default_factory=list)
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, object]:
         return {
             "id": self.id,
             "held": self.held,
             "summary": self.summary,
             "evidence": list(self.evidence),
             "round": self.round,
-            **self.figures,
+            **(self.figures.as_dict() if self.figures is not None else {}),
         }

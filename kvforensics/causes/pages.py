@@ -10,43 +10,86 @@ ask, counted from the rebuilt pieces, is above the free slots.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
 from kvforensics.causes.cause import Cause
+from kvforensics.causes.pools import PoolFigures
 from kvforensics.model.profiles import FORK
 from kvforensics.model.sizing import batch_ask
 
+if TYPE_CHECKING:
+    from kvforensics.replay.replay import ReplayResult
 
-def page_ask(rr) -> dict | None:
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PageAsk:
+    """The out-of-memory batch's pieces and what the allocator asked for them."""
+
+    pieces: tuple[tuple[str, int, int], ...]  # (rid, start, end)
+    pages_needed: int
+    allocator_asks: int
+    #: the SWA allocator's page per request is counted (``allocator_asks``)
+    page_per_request: bool
+    profile: str
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "pieces": [[r, s, e] for r, s, e in self.pieces],
+            "pages_needed": self.pages_needed,
+            "allocator_asks": self.allocator_asks,
+            "page_per_request": self.page_per_request,
+            "profile": self.profile,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class PageFigures:
+    """``page_granularity``'s figures once checked against the pieces."""
+
+    pool: PoolFigures
+    ask: PageAsk
+    free_pages: int
+
+    def as_dict(self) -> dict[str, object]:
+        return {**self.pool.as_dict(), **self.ask.as_dict(), "free_pages": self.free_pages}
+
+
+def page_ask(rr: ReplayResult) -> PageAsk | None:
     """The out-of-memory batch's pieces and what the allocator asked for them; None when
     the rebuild has no out-of-memory round or no pieces in it."""
     rb = rr.rebuild
     rnd = next((r for r in rb.rounds if r.oom is not None), None)
-    if rnd is None or not rnd.pieces:
+    if rnd is None or not rnd.pieces or rb.oom is None:
         return None
     page = rb.cfg.page_size
     pieces = [(p.rid, p.start, p.end) for p in rnd.pieces]
     profile = rr.profile.profile if rr.profile is not None else FORK
     estimate = profile.swa_page_per_request and rb.oom.swa_available is not None
-    return {
-        "pieces": [[r, s, e] for r, s, e in pieces],
-        "pages_needed": batch_ask(pieces, page, False),
-        "allocator_asks": batch_ask(pieces, page, estimate),
-        "page_per_request": estimate,
-        "profile": profile.name,
-    }
+    return PageAsk(
+        pieces=tuple(pieces),
+        pages_needed=batch_ask(pieces, page, False),
+        allocator_asks=batch_ask(pieces, page, estimate),
+        page_per_request=estimate,
+        profile=profile.name,
+    )
 
 
-def with_pieces(cause: Cause, ask: dict | None, page: int) -> Cause:
+def with_pieces(cause: Cause, ask: PageAsk | None, page: int) -> Cause:
     """``cause`` (page_granularity from the message's numbers) checked against the pieces."""
-    if ask is None or cause.held is not True:
+    pool = cause.figures
+    if ask is None or cause.held is not True or not isinstance(pool, PoolFigures):
         return cause
-    free = cause.figures["free"]
-    figures = {**cause.figures, **ask, "free_pages": free // page}
-    asks, needed = ask["allocator_asks"], ask["pages_needed"]
-    n = len(ask["pieces"])
+    free = pool.free
+    if free is None:  # a held page_granularity always has its free count
+        return cause
+    figures = PageFigures(pool, ask, free // page)
+    asks, needed = ask.allocator_asks, ask.pages_needed
+    n = len(ask.pieces)
     how = (
-        f"{cause.figures['requested']} tokens + a page for each of {n} piece(s) "
-        f"(the SWA allocator of {ask['profile']})"
-        if ask["page_per_request"]
+        f"{pool.requested} tokens + a page for each of {n} piece(s) "
+        f"(the SWA allocator of {ask.profile})"
+        if ask.page_per_request
         else f"{n} piece(s) in whole pages of {page}"
     )
     line = f"the allocator asked {asks} slots for {how}, {needed} in whole pages; {free} free"

@@ -3,9 +3,41 @@ page granularity, eviction shortfall, a hybrid pool."""
 
 from __future__ import annotations
 
-from kvforensics.causes.arithmetic import Mechanism, PoolReading, classify
+from dataclasses import dataclass
+
+from kvforensics.causes.arithmetic import Mechanism, OomArithmetic, PoolReading, classify
 from kvforensics.causes.cause import Cause
 from kvforensics.rounds.records import LoggedOom
+
+
+@dataclass(frozen=True, slots=True)
+class PoolFigures:
+    """The message's arithmetic behind a pool cause (``arithmetic.OomArithmetic``)."""
+
+    arithmetic: OomArithmetic
+
+    @property
+    def requested(self) -> int | None:
+        return self.arithmetic.requested
+
+    @property
+    def free(self) -> int | None:
+        return self.arithmetic.free
+
+    @property
+    def pool(self) -> str | None:
+        return self.arithmetic.pool
+
+    def as_dict(self) -> dict[str, object]:
+        a = self.arithmetic
+        return {
+            "requested": a.requested,
+            "pool": a.pool,
+            "free": a.free,
+            "evictable": a.evictable,
+            "mechanism": a.mechanism.value,
+        }
+
 
 #: cause id -> the family of the message's arithmetic that shows it
 FAMILIES = {
@@ -43,13 +75,7 @@ def pool_causes(oom: LoggedOom | None) -> list[Cause]:
         return [Cause(cid, False, "no out-of-memory in these logs") for cid in FAMILIES]
     got = classify(oom.tokens, readings(oom))
     where = [oom.where] if oom.where else []
-    figures = {
-        "requested": got.requested,
-        "pool": got.pool,
-        "free": got.free,
-        "evictable": got.evictable,
-        "mechanism": got.mechanism.value,
-    }
+    figures = PoolFigures(got)
     out = []
     for cid, family in FAMILIES.items():
         if got.mechanism is Mechanism.UNKNOWN:
@@ -59,7 +85,5 @@ def pool_causes(oom: LoggedOom | None) -> list[Cause]:
         else:
             held, summary = False, f"the message shows {got.mechanism.value}: {got.reason}"
         story = [f"The out-of-memory message's numbers: {got.reason}."] if held else []
-        out.append(
-            Cause(cid, held, summary, [*where, got.reason], oom.round, dict(figures), story)
-        )
+        out.append(Cause(cid, held, summary, [*where, got.reason], oom.round, figures, story))
     return out

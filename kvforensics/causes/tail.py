@@ -4,12 +4,67 @@ gap (the 2026-11-02 incident)."""
 
 from __future__ import annotations
 
-import polars as pl
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from kvforensics.causes.cause import Cause
+from kvforensics.causes.gaps import entered_after
+from kvforensics.model.decisions import ADDER_CALLS, CHUNKED, Decision
+from kvforensics.model.ledger import Step
+
+if TYPE_CHECKING:
+    from kvforensics.model import RunResult
+    from kvforensics.replay.replay import ReplayResult
+
+#: the policy that is the code as it ran, and the fix the root cause is weighed against
+AS_RAN, FIX = "prefix", "fixed"
 
 
-def root_cause(rr) -> dict | None:
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RootCause:
+    """The truncation whose tail nobody reserved and the request through its gap (the
+    ``intruder_*`` fields are None when none came through)."""
+
+    victim_rid: str
+    victim_seq_len: int
+    unreserved_tail: int
+    victim_piece: tuple[int, int]
+    unaligned_piece: int
+    aligned_piece: int
+    align_size: int
+    leftover_chunk_budget: int | None
+    intruder_rid: str | None
+    intruder_compute: int | None
+    #: the chunk budget it spent: its piece in whole pages
+    intruder_compute_paged: int | None
+    intruder_load_back: int | None
+    intruder_rem_total_tokens: int | None
+    intruder_need: int | None
+    round: int
+    round_time: str | None
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "victim_rid": self.victim_rid,
+            "victim_seq_len": self.victim_seq_len,
+            "unreserved_tail": self.unreserved_tail,
+            "victim_piece": list(self.victim_piece),
+            "unaligned_piece": self.unaligned_piece,
+            "aligned_piece": self.aligned_piece,
+            "align_size": self.align_size,
+            "leftover_chunk_budget": self.leftover_chunk_budget,
+            "intruder_rid": self.intruder_rid,
+            "intruder_compute": self.intruder_compute,
+            "intruder_compute_paged": self.intruder_compute_paged,
+            "intruder_load_back": self.intruder_load_back,
+            "intruder_rem_total_tokens": self.intruder_rem_total_tokens,
+            "intruder_need": self.intruder_need,
+            "round": self.round,
+            "round_time": self.round_time,
+        }
+
+
+def root_cause(rr: ReplayResult) -> RootCause | None:
     """From the ``prefix`` ledger: the truncation whose tail was not reserved and the
     request admitted through its gap that ``fixed`` refuses.
 
@@ -18,120 +73,130 @@ def root_cause(rr) -> dict | None:
     first, then other requests' (their unreserved tails drew on the same pool), each in
     order of events. The first with an intruder is the gap that mattered; without one, the
     victim's first truncation that left chunk budget (else its first) says why not."""
-    fix = rr.results.get("fixed")
-    rows, df = _truncations(rr)
+    fix = rr.results.get(FIX)
+    rows, steps = _truncations(rr)
     if not rows:
         return None
-    victim = rows[0]["rid"]
+    victim = rows[0].rid
     for t in rows:
-        if (t["rem_chunk_after"] or 0) > 0:
-            intruder = _intruder(_after(df, t), fix, t["round"])
+        if (t.rem_chunk_after or 0) > 0:
+            intruder = _intruder(entered_after(steps, t), fix, t)
             if intruder is not None:
                 return _figures(rr, t, intruder)
-    mine = [t for t in rows if t["rid"] == victim]
-    t = next((t for t in mine if (t["rem_chunk_after"] or 0) > 0), mine[0])
+    mine = [t for t in rows if t.rid == victim]
+    t = next((t for t in mine if (t.rem_chunk_after or 0) > 0), mine[0])
     return _figures(rr, t, None)
 
 
-def _truncations(rr) -> tuple[list[dict], pl.DataFrame | None]:
+def held_root_cause(causes: list[Cause]) -> RootCause | None:
+    """The ``unreserved_tail`` figures, when that story holds."""
+    tail = next((c for c in causes if c.id == "unreserved_tail"), None)
+    if tail is None or not tail.held or not isinstance(tail.figures, RootCause):
+        return None
+    return tail.figures
+
+
+def _truncations(rr: ReplayResult) -> tuple[list[Step], list[Step]]:
     """The ``prefix`` ledger's truncations up to its out-of-memory, the victim's first
     (none when the victim was never truncated), and the ledger's adder calls."""
-    pre = rr.results.get("prefix")
+    pre = rr.results.get(AS_RAN)
     if pre is None or pre.oom is None:
-        return [], None
-    victim = pre.oom.rid
-    df = pre.ledger.to_frame().filter(pl.col("call").is_in(["add_one_req", "add_chunked_req"]))
-    trunc = df.filter(
-        pl.col("decision").is_in(["truncated", "resumed"])
-        & (pl.col("end") < pl.col("seq_len"))
-        & (pl.col("round") <= pre.oom.round)
-    ).sort(pl.col("rid") != victim, "round", "step")
-    if trunc.is_empty() or trunc["rid"][0] != victim:
-        return [], df
-    return trunc.to_dicts(), df
+        return [], []
+    victim, last = pre.oom.rid, pre.oom.round
+    steps = [s for s in pre.ledger.rows if s.call in ADDER_CALLS]
+    trunc = [
+        s
+        for s in steps
+        if s.decision in CHUNKED
+        and s.end is not None
+        and s.seq_len is not None
+        and s.end < s.seq_len
+        and s.round is not None
+        and s.round <= last
+    ]
+    # the victim's first, then the others, each in order of events (a stable sort)
+    trunc.sort(key=lambda s: (s.rid != victim, s.round, s.step))
+    if not trunc or trunc[0].rid != victim:
+        return [], steps
+    return trunc, steps
 
 
-def _after(df: pl.DataFrame, t: dict) -> pl.DataFrame:
-    """The requests admitted in ``t``'s round after it."""
-    return df.filter(
-        (pl.col("round") == t["round"])
-        & (pl.col("step") > t["step"])
-        & pl.col("decision").is_in(["full", "truncated"])
+def _n(value: int | None) -> int:
+    """A ledger number a truncation always has (its piece and length)."""
+    if value is None:
+        raise ValueError("a truncation's step lacks a number it always has")
+    return value
+
+
+def _figures(rr: ReplayResult, t: Step, i: Step | None) -> RootCause:
+    """``root_cause``'s fields for truncation ``t`` and the request through its gap."""
+    start, end, seq = _n(t.start), _n(t.end), _n(t.seq_len)
+    rnd = _n(t.round)
+    return RootCause(
+        victim_rid=t.rid or "",
+        victim_seq_len=seq,
+        unreserved_tail=seq - end,
+        victim_piece=(start, end),
+        unaligned_piece=_n(t.unaligned_end) - start,
+        aligned_piece=end - start,
+        align_size=rr.rebuild.cfg.align_size,
+        leftover_chunk_budget=t.rem_chunk_after,
+        intruder_rid=i.rid if i else None,
+        intruder_compute=_n(i.end) - _n(i.start) if i else None,
+        intruder_compute_paged=_n(i.rem_chunk_tokens) - _n(i.rem_chunk_after) if i else None,
+        intruder_load_back=i.load_back if i else None,
+        intruder_rem_total_tokens=i.rem_total_tokens if i else None,
+        intruder_need=i.need if i else None,
+        round=rnd,
+        round_time=_time_of(rr, rnd),
     )
 
 
-def _figures(rr, t: dict, intruder: dict | None) -> dict:
-    """``root_cause``'s fields for truncation ``t`` and the request through its gap."""
-    cfg = rr.rebuild.cfg
-    i = intruder or {}
-    return {
-        "victim_rid": t["rid"],
-        "victim_seq_len": t["seq_len"],
-        "unreserved_tail": t["seq_len"] - t["end"],
-        "victim_piece": [t["start"], t["end"]],
-        "unaligned_piece": t["unaligned_end"] - t["start"],
-        "aligned_piece": t["end"] - t["start"],
-        "align_size": cfg.align_size,
-        "leftover_chunk_budget": t["rem_chunk_after"],
-        "intruder_rid": i.get("rid"),
-        "intruder_compute": (i["end"] - i["start"]) if intruder else None,
-        # the chunk budget it spent: its piece in whole pages
-        "intruder_compute_paged": (i["rem_chunk_tokens"] - i["rem_chunk_after"])
-        if intruder
-        else None,
-        "intruder_load_back": i.get("load_back"),
-        "intruder_rem_total_tokens": i.get("rem_total_tokens"),
-        "intruder_need": i.get("need"),
-        "round": t["round"],
-        "round_time": _time_of(rr, t["round"]),
-    }
-
-
-def _intruder(after: pl.DataFrame, fix, rnd: int) -> dict | None:
+def _intruder(after: list[Step], fix: RunResult | None, t: Step) -> Step | None:
     """The first request admitted after the truncation that ``fixed`` does not admit."""
-    if fix is None or not after.height:
+    if fix is None or not after:
         return None
-    fdf = fix.ledger.to_frame().filter(pl.col("round") == rnd)
-    for row in after.iter_rows(named=True):
-        f = fdf.filter(pl.col("rid") == row["rid"])
-        if f.is_empty() or f["decision"][0] == "rejected":
+    fixed = [s for s in fix.ledger.rows if s.round == t.round]
+    for row in after:
+        f = next((s for s in fixed if s.rid == row.rid), None)
+        if f is None or f.decision == Decision.REJECTED:
             return row
     return None
 
 
-def _considered(rows: list[dict]) -> str:
+def _considered(rows: list[Step]) -> str:
     """Every truncation the detector looked at, in the order it looked."""
     seen = "; ".join(
-        f"round {t['round']} {t['rid']} [{t['start']}, {t['end']}) "
-        f"{t['rem_chunk_after']} chunk budget left"
+        f"round {t.round} {t.rid} [{t.start}, {t.end}) {t.rem_chunk_after} chunk budget left"
         for t in rows
     )
     return f"truncations before the out-of-memory ({len(rows)}): {seen}"
 
 
-def _time_of(rr, index: int) -> str | None:
+def _time_of(rr: ReplayResult, index: int) -> str | None:
     rnd = rr.rebuild.round_at(index)
     return rnd.time.isoformat(sep=" ") if rnd is not None and rnd.time is not None else None
 
 
-def story(rc: dict) -> list[str]:
+def story(rc: RootCause) -> list[str]:
     """The incident's chain in words."""
-    when = f" ({rc['round_time']})" if rc.get("round_time") else ""
+    when = f" ({rc.round_time})" if rc.round_time else ""
+    start, end = rc.victim_piece
     lines = [
-        f"{rc['victim_rid']} ({rc['victim_seq_len']} tokens) was truncated in round {rc['round']}"
-        f"{when} to [{rc['victim_piece'][0]}, {rc['victim_piece'][1]}): the "
-        f"{rc['align_size']}-token checkpoint alignment cut its piece from "
-        f"{rc['unaligned_piece']} to {rc['aligned_piece']}, leaving "
-        f"{rc['leftover_chunk_budget']} tokens of chunk budget.",
-        f"Its tail of {rc['unreserved_tail']} tokens was not charged to rem_total_token_offset.",
+        f"{rc.victim_rid} ({rc.victim_seq_len} tokens) was truncated in round {rc.round}"
+        f"{when} to [{start}, {end}): the "
+        f"{rc.align_size}-token checkpoint alignment cut its piece from "
+        f"{rc.unaligned_piece} to {rc.aligned_piece}, leaving "
+        f"{rc.leftover_chunk_budget} tokens of chunk budget.",
+        f"Its tail of {rc.unreserved_tail} tokens was not charged to rem_total_token_offset.",
     ]
-    if rc["intruder_rid"]:
+    if rc.intruder_rid:
         lines.append(
-            f"{rc['intruder_rid']} came through the gap: it computes {rc['intruder_compute']} "
-            f"tokens ({rc['intruder_compute_paged']} paged, within the "
-            f"{rc['leftover_chunk_budget']} left) but loaded back {rc['intruder_load_back']} "
-            f"tokens at admission; its memory check ({rc['intruder_need']} < "
-            f"{rc['intruder_rem_total_tokens']}) passed only because the tail was not reserved."
+            f"{rc.intruder_rid} came through the gap: it computes {rc.intruder_compute} "
+            f"tokens ({rc.intruder_compute_paged} paged, within the "
+            f"{rc.leftover_chunk_budget} left) but loaded back {rc.intruder_load_back} "
+            f"tokens at admission; its memory check ({rc.intruder_need} < "
+            f"{rc.intruder_rem_total_tokens}) passed only because the tail was not reserved."
         )
         lines.append(
             "Three conditions held together: (1) chunk budget left after a truncation "
@@ -141,13 +206,13 @@ def story(rc: dict) -> list[str]:
     return lines
 
 
-def unreserved_tail(rr, rc: dict | None) -> Cause:
+def unreserved_tail(rr: ReplayResult, rc: RootCause | None) -> Cause:
     """Held when the victim's truncation left chunk budget and a request that the fix
     refuses was admitted through it."""
     if not rr.rebuild.oom:
         return Cause("unreserved_tail", False, "no out-of-memory in these logs")
     if rc is None:
-        pre = rr.results.get("prefix")
+        pre = rr.results.get(AS_RAN)
         if pre is None or pre.oom is None:
             return Cause(
                 "unreserved_tail",
@@ -157,42 +222,28 @@ def unreserved_tail(rr, rc: dict | None) -> Cause:
         return Cause(
             "unreserved_tail", False, f"{pre.oom.rid} was never truncated in the replayed rounds"
         )
-    figures = dict(rc)
-    rnd = rc["round"]
+    rnd, left = rc.round, rc.leftover_chunk_budget
+    start, end = rc.victim_piece
     evidence = [
-        f"prefix ledger, round {rnd}: {rc['victim_rid']} truncated to "
-        f"[{rc['victim_piece'][0]}, {rc['victim_piece'][1]}), "
-        f"{rc['leftover_chunk_budget']} chunk budget left, tail "
-        f"{rc['unreserved_tail']} not reserved",
+        f"prefix ledger, round {rnd}: {rc.victim_rid} truncated to [{start}, {end}), "
+        f"{left} chunk budget left, tail {rc.unreserved_tail} not reserved",
         _considered(_truncations(rr)[0]),
     ]
-    if not rc["leftover_chunk_budget"] or rc["leftover_chunk_budget"] <= 0:
-        return Cause(
-            "unreserved_tail",
-            False,
-            f"{rc['victim_rid']}'s truncation spent the whole chunk budget: no gap",
-            evidence,
-            rnd,
-            figures,
+    if not left or left <= 0:
+        why = f"{rc.victim_rid}'s truncation spent the whole chunk budget: no gap"
+        return Cause("unreserved_tail", False, why, evidence, rnd, rc)
+    if not rc.intruder_rid:
+        why = (
+            f"{left} tokens of chunk budget were left after {rc.victim_rid}'s truncation, but "
+            "no request that the fix refuses came through"
         )
-    if not rc["intruder_rid"]:
-        return Cause(
-            "unreserved_tail",
-            False,
-            f"{rc['leftover_chunk_budget']} tokens of chunk budget were left after "
-            f"{rc['victim_rid']}'s truncation, but no request that the fix refuses "
-            "came through",
-            evidence,
-            rnd,
-            figures,
-        )
+        return Cause("unreserved_tail", False, why, evidence, rnd, rc)
     evidence.append(
-        f"{rc['intruder_rid']} admitted after it: load-back "
-        f"{rc['intruder_load_back']}, memory check {rc['intruder_need']} < "
-        f"{rc['intruder_rem_total_tokens']}; refused under fixed"
+        f"{rc.intruder_rid} admitted after it: load-back {rc.intruder_load_back}, memory "
+        f"check {rc.intruder_need} < {rc.intruder_rem_total_tokens}; refused under fixed"
     )
     summary = (
-        f"{rc['intruder_rid']} came through the {rc['leftover_chunk_budget']}-token gap "
-        f"after {rc['victim_rid']}'s truncation and took its unreserved tail's slots"
+        f"{rc.intruder_rid} came through the {left}-token gap "
+        f"after {rc.victim_rid}'s truncation and took its unreserved tail's slots"
     )
-    return Cause("unreserved_tail", True, summary, evidence, rnd, figures, story(rc))
+    return Cause("unreserved_tail", True, summary, evidence, rnd, rc, story(rc))

@@ -12,6 +12,7 @@ from typing import Annotated
 
 import typer
 
+from kvforensics.causes.tail import held_root_cause
 from kvforensics.cli import app
 from kvforensics.cli._common import (
     console,
@@ -143,7 +144,7 @@ def _print_replay(rr, d: dict, wl) -> None:
                 f"{name}: {x['rid']} first token {x['delay_s']:+.2f} s later than under prefix"
             )
     console.print("[bold]Verdict[/]")
-    for line in verdict_text(d["root_cause"], o, rr.results, rr.causes, rr.holds):
+    for line in verdict_text(held_root_cause(rr.causes), rr.observed_oom, rr.results, rr.causes, rr.holds):
         print_para(line)
     if rr.rebuild.contradictions:
         print_contradictions(rr.rebuild.contradictions, limit=5)

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kvforensics.replay.replay import LOWER_BOUND, MAX_ROUNDS, ReplayResult
-from kvforensics.replay.verdict import first_token_delays
+from kvforensics.replay.verdict import FirstTokenDelay, first_token_delays
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,7 +24,7 @@ class CostReading:
     #: None without a logged out-of-memory; else whether ``prefix`` reproduces it
     reproduces: bool | None
     ooms: dict[str, tuple[int, str, int] | None]  # policy -> (round, rid, tokens)
-    delays: dict[str, list[dict]]  # policy -> requests whose first token moved
+    delays: dict[str, list[FirstTokenDelay]]  # policy -> requests whose first token moved
 
 
 def _same_oom(rr: ReplayResult, got) -> bool | None:
@@ -32,10 +32,10 @@ def _same_oom(rr: ReplayResult, got) -> bool | None:
     if o is None:
         return None
     return got is not None and (got.round, got.rid, got.tokens, got.available) == (
-        o["round"],
-        o["rid"],
-        o["tokens"],
-        o["available"],
+        o.round,
+        o.rid,
+        o.tokens,
+        o.available,
     )
 
 
@@ -75,7 +75,7 @@ def cost_readings(rr: ReplayResult, policies: list[str]) -> list[CostReading]:
                     for p, r in runs.items()
                 },
                 delays={
-                    p: [d for d in first_token_delays(base, r) if d["delay_s"] or d["note"]]
+                    p: [d for d in first_token_delays(base, r) if d.delay_s or d.note]
                     for p, r in runs.items()
                     if p != "prefix"
                 },

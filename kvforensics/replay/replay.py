@@ -11,6 +11,7 @@ from pathlib import Path
 import polars as pl
 
 from kvforensics.causes import Cause, Mechanism, classify, find_causes
+from kvforensics.causes.oom import OomFigures
 from kvforensics.causes.pools import readings
 from kvforensics.collector import fewer_collections
 from kvforensics.errors import InputError
@@ -102,15 +103,9 @@ class ReplayResult:
         return next((c for c in self.causes if c.id == cid), None)
 
     @property
-    def observed_oom(self) -> dict | None:
+    def observed_oom(self) -> OomFigures | None:
         o = self.rebuild.oom
-        if not o:
-            return None
-        out = {"round": o.round, "rid": o.rid, "tokens": o.tokens, "available": o.available}
-        # a second pool's line, where the message prints one (SWA, mamba)
-        extra = {"swa_available": o.swa_available, "mamba_available": o.mamba_available}
-        out.update({k: v for k, v in extra.items() if v is not None})
-        return out
+        return OomFigures.of(o) if o else None
 
     def exit_code(self) -> int:
         if self.observed_oom and self.reproduced is False:
@@ -132,14 +127,14 @@ class ReplayResult:
                 ),
             }
             if base is not None and name != "prefix":
-                entry["delays"] = first_token_delays(base, res)
+                entry["delays"] = [d.as_dict() for d in first_token_delays(base, res)]
             if name in self.holds:
                 entry["holds_for"] = self.holds[name].as_dict()
             policies[name] = entry
         return {
             "log": self.summary.to_dict() if hasattr(self.summary, "to_dict") else None,
             "config": cfg,
-            "observed_oom": self.observed_oom,
+            "observed_oom": self.observed_oom.as_dict() if self.observed_oom else None,
             "reproduced": self.reproduced,
             "fidelity": self.fidelity.as_dict(),
             "start_round": self.start_round,
@@ -161,7 +156,7 @@ class ReplayResult:
         tail = self.cause("unreserved_tail")
         if tail is None or not tail.held:
             return None
-        return dict(tail.figures)
+        return tail.figures.as_dict() if tail.figures is not None else {}
 
 
 @fewer_collections()

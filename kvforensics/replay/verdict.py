@@ -2,16 +2,40 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from kvforensics.causes import IDS, Cause, in_order
-from kvforensics.causes.tail import root_cause
+from kvforensics.causes.oom import OomFigures, oom_words
+from kvforensics.causes.tail import RootCause, root_cause
 from kvforensics.causes.tail import story as tail_story
 from kvforensics.model import RunResult
 from kvforensics.replay.holds import HoldsFor
 
-__all__ = ["first_token_delays", "root_cause", "verdict_text"]
+__all__ = ["FirstTokenDelay", "first_token_delays", "root_cause", "verdict_text"]
 
 
-def first_token_delays(base: RunResult, other: RunResult) -> list[dict]:
+@dataclass(frozen=True, slots=True)
+class FirstTokenDelay:
+    """When one request's prefill finished under a policy and under ``prefix``, and how
+    much later (None when either run never finished it; ``note`` says why)."""
+
+    rid: str
+    finished_round: int | None
+    base_finished_round: int | None
+    delay_s: float | None
+    note: str | None
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "rid": self.rid,
+            "finished_round": self.finished_round,
+            "base_finished_round": self.base_finished_round,
+            "delay_s": self.delay_s,
+            "note": self.note,
+        }
+
+
+def first_token_delays(base: RunResult, other: RunResult) -> list[FirstTokenDelay]:
     """Per request: when its prefill finished under each policy, and the difference."""
     out = []
     for rid, req in other.requests.items():
@@ -19,24 +43,22 @@ def first_token_delays(base: RunResult, other: RunResult) -> list[dict]:
         t_other = req.finished_time
         t_base = b.finished_time if b else None
         out.append(
-            {
-                "rid": rid,
-                "finished_round": req.finished_round,
-                "base_finished_round": b.finished_round if b else None,
-                "delay_s": round(t_other - t_base, 3)
+            FirstTokenDelay(
+                rid=rid,
+                finished_round=req.finished_round,
+                base_finished_round=b.finished_round if b else None,
+                delay_s=round(t_other - t_base, 3)
                 if t_other is not None and t_base is not None
                 else None,
-                "note": None
-                if t_base is not None
-                else "never finished under prefix (it crashed first)",
-            }
+                note=None if t_base is not None else "never finished under prefix (it crashed first)",
+            )
         )
-    return sorted(out, key=lambda d: d["rid"])
+    return sorted(out, key=lambda d: d.rid)
 
 
 def verdict_text(
-    rc: dict | None,
-    observed: dict | None,
+    rc: RootCause | None,
+    observed: OomFigures | None,
     results: dict,
     causes: list[Cause] | None = None,
     holds: dict[str, HoldsFor] | None = None,
@@ -53,9 +75,9 @@ def verdict_text(
     lines = [line for c in held for line in c.story]
     if not held and observed:
         lines.append(
-            f"No known cause explains the out-of-memory in round {observed.get('round')} "
-            f"({observed.get('rid')}, {observed.get('tokens')} tokens, "
-            f"{observed.get('available')} available): none of {', '.join(IDS)} holds on this "
+            f"No known cause explains the out-of-memory in round {observed.round} "
+            f"({observed.rid}, {oom_words(observed.tokens, observed.available)}): "
+            f"none of {', '.join(IDS)} holds on this "
             "evidence."
         )
     pre = results.get("prefix")
@@ -82,6 +104,6 @@ def verdict_text(
     return lines
 
 
-def _tail_only(rc: dict) -> Cause:
-    return Cause("unreserved_tail", bool(rc.get("intruder_rid")), "", round=rc.get("round"),
+def _tail_only(rc: RootCause) -> Cause:
+    return Cause("unreserved_tail", bool(rc.intruder_rid), "", round=rc.round,
                  story=tail_story(rc))

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
+from kvforensics.model.decisions import Call
+
 
 def num(v: object) -> str:
     """Token counts without separators: the postmortem and the logs print them bare, and
@@ -26,7 +28,7 @@ def pieces(ps: Iterable[tuple[str, int, int]]) -> str:
 def decisions(ds: Iterable[tuple[str, str, str, str]]) -> str:
     out = []
     for call, rid, dec, state in ds:
-        tag = "resume " if call == "add_chunked_req" else ""
+        tag = "resume " if call == Call.ADD_CHUNKED_REQ else ""
         out.append(f"{tag}{rid}: {dec}/{state}")
     return ", ".join(out) or "-"
 

@@ -13,8 +13,10 @@ from dataclasses import dataclass
 import polars as pl
 from rich.console import Group
 
+from kvforensics.causes.oom import oom_words
+from kvforensics.model.ledger import Step
 from kvforensics.report import _fmt
-from kvforensics.report.ledgers import RoundSummary, normalize, round_summaries
+from kvforensics.report.ledgers import RoundSummary, held, normalize, round_summaries, steps_of
 from kvforensics.report.terminal import FitTable, Hanging
 
 #: what happened to a request (call/rid first: a different request at a step is a divergence)
@@ -52,10 +54,10 @@ class Divergence:
     round: int
     step: int
     fields: list[str]  # every compared field that differs at this step
-    left: dict | None  # the ledger row, None if this side has no such step
-    right: dict | None
+    left: Step | None  # the ledger row, None if this side has no such step
+    right: Step | None
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, object]:
         return {
             "round": self.round,
             "step": self.step,
@@ -65,14 +67,16 @@ class Divergence:
         }
 
     def describe(self, left_name: str, right_name: str) -> str:
-        who = (self.left or self.right or {}).get("rid")
+        row = self.left or self.right
+        who = row.rid if row is not None else None
         if self.left is None or self.right is None:
             side = right_name if self.left is None else left_name
             return f"round {self.round}, step {self.step}: only {side} has this step ({who})"
         # values for what happened and the memory book that decided it; other fields by name
         shown = [f for f in self.fields if f in OUTCOME_FIELDS or f in KEY_ACCOUNTING]
         parts = [
-            f"{f} {_fmt.num(self.left.get(f))} vs {_fmt.num(self.right.get(f))}" for f in shown
+            f"{f} {_fmt.num(getattr(self.left, f))} vs {_fmt.num(getattr(self.right, f))}"
+            for f in shown
         ]
         rest = [f for f in self.fields if f not in shown]
         if rest:
@@ -100,8 +104,8 @@ class Diff:
     def identical(self) -> bool:
         return self.first_divergence is None and self.first_accounting_divergence is None
 
-    def as_dict(self) -> dict:
-        def side(s: RoundSummary | None) -> dict | None:
+    def as_dict(self) -> dict[str, object]:
+        def side(s: RoundSummary | None) -> dict[str, object] | None:
             if s is None:
                 return None
             return {
@@ -112,7 +116,7 @@ class Diff:
                 ],
                 "baseline_after": s.baseline_after,
                 "unallocated_tail": s.unallocated_tail,
-                "oom": s.oom,
+                "oom": s.oom.as_dict() if s.oom else None,
             }
 
         fd, fa = self.first_divergence, self.first_accounting_divergence
@@ -192,23 +196,24 @@ def _cells(s: RoundSummary | None) -> list[str]:
         return ["(no round)", "", "", ""]
     dec = _fmt.decisions(s.decisions)
     if s.oom:
-        dec += f"; OUT OF MEMORY allocating {s.oom['tokens']} ({s.oom['available']} available)"
+        dec += f"; OUT OF MEMORY {oom_words(s.oom.tokens, s.oom.available, form='allocating')}"
     return [_fmt.pieces(s.pieces), dec, _fmt.num(s.baseline_after), _fmt.num(s.unallocated_tail)]
 
 
-def _pick(row: dict | None) -> dict | None:
-    return None if row is None else {k: row.get(k) for k in ("round", "step", *FIELDS)}
+def _pick(row: Step | None) -> dict[str, object] | None:
+    """The compared fields of a ledger row, for the JSON."""
+    return None if row is None else {k: getattr(row, k) for k in ("round", "step", *FIELDS)}
 
 
-def _key(row: dict) -> tuple[int, int]:
-    return row["round"], row["step"]
+def _key(row: Step) -> tuple[int, int]:
+    return held(row.round), held(row.step)
 
 
 def diff_ledgers(left: pl.DataFrame, right: pl.DataFrame, left_name: str, right_name: str) -> Diff:
     """Compare two single-policy ledgers step by step (aligned on round and step)."""
     left, right = normalize(left, left_name), normalize(right, right_name)
-    lrows = {_key(r): r for r in left.iter_rows(named=True)}
-    rrows = {_key(r): r for r in right.iter_rows(named=True)}
+    lrows = {_key(r): r for r in steps_of(left)}
+    rrows = {_key(r): r for r in steps_of(right)}
     first_out: Divergence | None = None
     first_acc: Divergence | None = None
     differing_rounds: set[int] = set()
@@ -218,7 +223,7 @@ def diff_ledgers(left: pl.DataFrame, right: pl.DataFrame, left_name: str, right_
             fields = ["(missing step)"]
             outcome = True
         else:
-            fields = [f for f in FIELDS if a.get(f) != b.get(f)]
+            fields = [f for f in FIELDS if getattr(a, f) != getattr(b, f)]
             outcome = any(f in OUTCOME_FIELDS for f in fields)
         if not fields:
             continue

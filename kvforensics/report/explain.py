@@ -7,14 +7,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import polars as pl
-from rich.console import Group
+from rich.console import Group, RenderableType
 from rich.text import Text
 
+from kvforensics.causes.tail import FIX
 from kvforensics.errors import InputError
 from kvforensics.model import RunResult
+from kvforensics.model.decisions import ADDER_CALLS, BudgetState, Call, Decision
+from kvforensics.model.ledger import Step as Row
 from kvforensics.report import _fmt
 from kvforensics.report.diff import diff_ledgers
-from kvforensics.report.ledgers import ADDER_CALLS, ledger_of, page_size_of
+from kvforensics.report.ledgers import ledger_of, page_size_of, steps_of
 from kvforensics.report.terminal import FitTable, Hanging
 
 #: (key, header) of the step table, in the postmortem's reading order
@@ -40,9 +43,39 @@ STEP_COLUMNS = (
 )
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Cells:
+    """The step table's cells, one field per STEP_COLUMNS key (numbers stay numbers)."""
+
+    step: int | None = None
+    call: str | None = None
+    rid: str | None = None
+    seq_len: int | None = None
+    device_prefix: int | None = None
+    host_hit: int | None = None
+    need: int | None = None
+    baseline: int | None = None
+    total_offset: str | None = None
+    cur_offset: str | None = None
+    rem_total_tokens: int | None = None
+    cur_rem_tokens: int | None = None
+    chunk: str | None = None
+    decision: str | None = None
+    piece: str | None = None
+    load_back: int | None = None
+    reserved_tail: int | None = None
+    budget_state: str | None = None
+
+    def row(self) -> list[object]:
+        return [getattr(self, k) for k, _ in STEP_COLUMNS]
+
+    def as_dict(self) -> dict[str, object]:
+        return {k: getattr(self, k) for k, _ in STEP_COLUMNS}
+
+
+@dataclass(frozen=True, slots=True)
 class Step:
-    values: dict  # the table's cells, by STEP_COLUMNS key (numbers stay numbers)
+    values: Cells
     sentence: str
 
 
@@ -53,14 +86,14 @@ class Explanation:
     page_size: dict[str, int | None]
     contrast: list[str] = field(default_factory=list)  # where the first two policies part
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, object]:
         return {
             "round": self.round,
             "contrast": self.contrast,
             "policies": {
                 p: {
                     "page_size": self.page_size.get(p),
-                    "steps": [{**s.values, "sentence": s.sentence} for s in steps],
+                    "steps": [{**s.values.as_dict(), "sentence": s.sentence} for s in steps],
                 }
                 for p, steps in self.steps.items()
             },
@@ -82,11 +115,11 @@ class Explanation:
                 )
             )
             out.append("")
-            out += [f"{s.values['step']}. {s.sentence}" for s in steps]
+            out += [f"{s.values.step}. {s.sentence}" for s in steps]
         return "\n".join(out) + "\n"
 
     def rich(self) -> Group:
-        parts: list = [Text(f"Round {self.round}", style="bold")]
+        parts: list[RenderableType] = [Text(f"Round {self.round}", style="bold")]
         parts += [Hanging("• ", c) for c in self.contrast]
         for policy, steps in self.steps.items():
             t = FitTable(
@@ -99,12 +132,12 @@ class Explanation:
             for row in _rows(steps):
                 t.add_row(*(_fmt.num(v) for v in row))
             parts.append(t)
-            parts += [Hanging(f"{s.values['step']}. ", s.sentence) for s in steps]
+            parts += [Hanging(f"{s.values.step}. ", s.sentence) for s in steps]
         return Group(*parts)
 
 
 def _rows(steps: list[Step]) -> list[list[object]]:
-    return [[s.values.get(k) for k, _ in STEP_COLUMNS] for s in steps]
+    return [s.values.row() for s in steps]
 
 
 def explain_round(results: Mapping[str, RunResult | pl.DataFrame], round_no: int) -> Explanation:
@@ -120,8 +153,10 @@ def explain_round(results: Mapping[str, RunResult | pl.DataFrame], round_no: int
     pages = {
         p: page_size_of(x if isinstance(x, RunResult) else frames[p]) for p, x in results.items()
     }
+    fix = frames.get(FIX)
+    refused = _refused(fix.filter(pl.col("round") == round_no)) if fix is not None else None
     steps = {
-        p: _explain_steps(f.filter(pl.col("round") == round_no), pages[p])
+        p: _explain_steps(f.filter(pl.col("round") == round_no), pages[p], refused)
         for p, f in frames.items()
     }
     contrast = []
@@ -138,6 +173,18 @@ def explain_round(results: Mapping[str, RunResult | pl.DataFrame], round_no: int
     return Explanation(round_no, steps, pages, contrast)
 
 
+def _refused(rows: pl.DataFrame) -> frozenset[str]:
+    """The requests the fix's memory check refused in the round (its ledger's answer)."""
+    return frozenset(
+        s.rid
+        for s in steps_of(rows)
+        if s.call == Call.ADD_ONE_REQ
+        and s.decision == Decision.REJECTED
+        and s.budget_state == BudgetState.NO_TOKEN
+        and s.rid is not None
+    )
+
+
 def explain_rid(results: Mapping[str, RunResult | pl.DataFrame], rid: str) -> list[Explanation]:
     """Every round, under any policy, in which `rid` has a step."""
     frames = {p: ledger_of(x) for p, x in results.items()}
@@ -149,75 +196,90 @@ def explain_rid(results: Mapping[str, RunResult | pl.DataFrame], rid: str) -> li
     return [explain_round(results, n) for n in rounds]
 
 
-def _explain_steps(rows: pl.DataFrame, page: int | None) -> list[Step]:
+@dataclass(frozen=True, slots=True)
+class Tail:
+    """The round's truncated request so far: its tail, how much of it went into the books,
+    and the pages and first token it needs."""
+
+    rid: str | None
+    tail: int
+    reserved: int
+    tail_need: int | None
+
+
+def _explain_steps(
+    rows: pl.DataFrame, page: int | None, refused: frozenset[str] | None
+) -> list[Step]:
     out: list[Step] = []
     prev_base: int | None = None
     # the round's truncated request and whether its tail went into the books
-    truncated: dict | None = None
-    for r in rows.sort("step").iter_rows(named=True):
-        if r["call"] in ADDER_CALLS:
-            step, truncated = _adder_step(r, page, prev_base, truncated)
+    truncated: Tail | None = None
+    for r in steps_of(rows.sort("step")):
+        if r.call in ADDER_CALLS:
+            step, truncated = _adder_step(r, page, prev_base, truncated, refused)
         else:
             step = _allocate_step(r)
         out.append(step)
-        prev_base = r["baseline_after"]
+        prev_base = r.baseline_after
     return out
 
 
-def _adder_step(r: dict, page: int | None, prev_base: int | None, truncated: dict | None):
+def _adder_step(
+    r: Row, page: int | None, prev_base: int | None, truncated: Tail | None,
+    refused: frozenset[str] | None,
+) -> tuple[Step, Tail | None]:  # fmt: skip
     """One adder call in words; ``truncated`` is the round's truncated request so far (its
     tail and whether it went into the books), returned updated."""
-    one_req = r["call"] == "add_one_req"
-    need = r["need"] if one_req else None
-    start, end = r["start"], r["end"]
+    one_req = r.call == Call.ADD_ONE_REQ
+    need = r.need if one_req else None
+    start, end = r.start, r.end
     piece_len = (end - start) if start is not None and end is not None else None
     words: list[str] = []
-    if prev_base is not None and r["baseline"] is not None and r["baseline"] < prev_base:
+    if prev_base is not None and r.baseline is not None and r.baseline < prev_base:
         words.append(
-            f"locking {r['rid']}'s device prefix takes {prev_base - r['baseline']} out of the "
-            f"evictable part (baseline {prev_base} → {r['baseline']})"
+            f"locking {r.rid}'s device prefix takes {prev_base - r.baseline} out of the "
+            f"evictable part (baseline {prev_base} → {r.baseline})"
         )
     if not one_req:
         truncated = _resumed_words(r, piece_len, words) or truncated
     else:
-        words.append(_memory_check_words(r, need, truncated))
+        words.append(_memory_check_words(r, need, truncated, refused))
         truncated = _admission_words(r, page, piece_len, words) or truncated
-    words.append(f"budget_state {r['budget_state']}")
+    words.append(f"budget_state {r.budget_state}")
     return Step(_step_values(r, need, piece_len), "; ".join(words) + "."), truncated
 
 
-def _step_values(r: dict, need: int | None, piece_len: int | None) -> dict:
-    start, end = r["start"], r["end"]
-    return {
-        "step": r["step"],
-        "call": r["call"],
-        "rid": r["rid"],
-        "seq_len": r["seq_len"],
-        "device_prefix": r["device_prefix"],
-        "host_hit": r["host_hit"],
-        "need": need,
-        "baseline": r["baseline"],
-        "total_offset": _fmt.arrow(r["total_offset_before"], r["total_offset_after"]),
-        "cur_offset": _fmt.arrow(r["cur_offset_before"], r["cur_offset_after"]),
-        "rem_total_tokens": r["rem_total_tokens"],
-        "cur_rem_tokens": r["cur_rem_tokens"],
-        "chunk": _fmt.arrow(r["rem_chunk_tokens"], r["rem_chunk_after"]),
-        "decision": r["decision"],
-        "piece": f"[{start}, {end}) {piece_len}" if piece_len is not None else "-",
-        "load_back": r["load_back"],
-        "reserved_tail": r["reserved_tail"],
-        "budget_state": r["budget_state"],
-    }
+def _step_values(r: Row, need: int | None, piece_len: int | None) -> Cells:
+    return Cells(
+        step=r.step,
+        call=r.call,
+        rid=r.rid,
+        seq_len=r.seq_len,
+        device_prefix=r.device_prefix,
+        host_hit=r.host_hit,
+        need=need,
+        baseline=r.baseline,
+        total_offset=_fmt.arrow(r.total_offset_before, r.total_offset_after),
+        cur_offset=_fmt.arrow(r.cur_offset_before, r.cur_offset_after),
+        rem_total_tokens=r.rem_total_tokens,
+        cur_rem_tokens=r.cur_rem_tokens,
+        chunk=_fmt.arrow(r.rem_chunk_tokens, r.rem_chunk_after),
+        decision=r.decision,
+        piece=f"[{r.start}, {r.end}) {piece_len}" if piece_len is not None else "-",
+        load_back=r.load_back,
+        reserved_tail=r.reserved_tail,
+        budget_state=r.budget_state,
+    )
 
 
-def _resumed_words(r: dict, piece_len: int | None, words: list[str]) -> dict | None:
+def _resumed_words(r: Row, piece_len: int | None, words: list[str]) -> Tail | None:
     """``add_chunked_req``: how the resumed piece was sized; the request if a tail is left."""
-    rid, seq, start, end = r["rid"], r["seq_len"], r["start"], r["end"]
-    rem_total, chunk, raw = r["rem_total_tokens"], r["rem_chunk_tokens"], r["unaligned_end"]
+    rid, seq, start, end = r.rid, r.seq_len, r.start, r.end
+    rem_total, chunk, raw = r.rem_total_tokens, r.rem_chunk_tokens, r.unaligned_end
     n = raw - start if raw is not None and start is not None else None
     how = (
         f"rem_total_tokens {rem_total} ≤ 0, so the forced branch allows the whole chunk budget {chunk}"
-        if r["forced"]
+        if r.forced
         else f"allowed min(chunk {chunk}, rem_total_tokens {rem_total}) = {n}"
     )
     if end is not None and seq is not None and end == seq:
@@ -229,85 +291,104 @@ def _resumed_words(r: dict, piece_len: int | None, words: list[str]) -> dict | N
         return None
     tail = seq - end
     words.append(f"still {tail} to go after this piece")
-    return {"rid": rid, "tail": tail, "reserved": r["reserved_tail"] or 0, "tail_need": r["tail_need"]}
+    return Tail(rid, tail, r.reserved_tail or 0, r.tail_need)
 
 
-def _memory_check_words(r: dict, need: int | None, truncated: dict | None) -> str:
+def _memory_check_words(
+    r: Row, need: int | None, truncated: Tail | None, refused: frozenset[str] | None
+) -> str:
     """``add_one_req``: what it asks for and how the memory check went, and whether an
-    earlier truncation's tail decided it."""
-    rid, seq, dp, hh = r["rid"], r["seq_len"], r["device_prefix"], r["host_hit"]
+    earlier truncation's tail decided it (``refused``: whom the fix's ledger refused)."""
+    rid, seq, dp, hh = r.rid, r.seq_len, r.device_prefix, r.host_hit
     extend = seq - ((dp or 0) + (hh or 0)) if seq is not None else None
     asks = f"{rid} asks for {seq} ({dp} on device, {hh} on host; {extend} to compute)"
-    rem_total = r["rem_total_tokens"]
+    rem_total = r.rem_total_tokens
     if need is None or rem_total is None:
         return asks
     ok = need < rem_total
     check = f"memory check {need} {'<' if ok else '≥'} {rem_total} {'passes' if ok else 'fails'}"
-    if ok and truncated and not truncated["reserved"]:
-        hidden = truncated["tail_need"]
-        if hidden is not None and need >= rem_total - hidden:
+    if ok and truncated and not truncated.reserved:
+        if _fix_refuses(r, need, rem_total, truncated, refused):
             check += (
-                f" only because {truncated['rid']}'s tail of {truncated['tail']} is not in "
+                f" only because {truncated.rid}'s tail of {truncated.tail} is not in "
                 "rem_total_token_offset"
             )
         else:
-            check += f" ({truncated['rid']}'s tail of {truncated['tail']} is not in rem_total_token_offset)"
-    elif not ok and truncated and truncated["reserved"]:
-        check += f" because {truncated['rid']}'s tail is reserved ({truncated['reserved']} in rem_total_token_offset)"
+            check += (
+                f" ({truncated.rid}'s tail of {truncated.tail} is not in rem_total_token_offset)"
+            )
+    elif not ok and truncated and truncated.reserved:
+        check += f" because {truncated.rid}'s tail is reserved ({truncated.reserved} in rem_total_token_offset)"
     return f"{asks}; {check}"
 
 
+def _fix_refuses(
+    r: Row, need: int, rem_total: int, truncated: Tail, refused: frozenset[str] | None
+) -> bool:
+    """Whether the fix, with the tail reserved, refuses this request: its own ledger's
+    answer when it ran; else its memory check with the tail's need taken off."""
+    if refused is not None:
+        return r.rid in refused
+    hidden = truncated.tail_need
+    return hidden is not None and need >= rem_total - hidden
+
+
 def _admission_words(
-    r: dict, page: int | None, piece_len: int | None, words: list[str]
-) -> dict | None:
+    r: Row, page: int | None, piece_len: int | None, words: list[str]
+) -> Tail | None:
     """``add_one_req``: admitted whole, truncated or refused; the request if truncated."""
-    dec, chunk, need = r["decision"], r["rem_chunk_tokens"], r["need"]
-    if dec == "full":
-        cp = chunk - r["rem_chunk_after"]  # the chunk budget it spent: its paged length
+    dec, chunk, need = r.decision, r.rem_chunk_tokens, r.need
+    if dec == Decision.FULL:
+        cp = _n(chunk) - _n(r.rem_chunk_after)  # the chunk budget it spent: its paged length
         fit = f"{piece_len} ({'one page: ' if cp == page else ''}{cp} ≤ {chunk} left)"
         s = f"admitted whole, computes {fit}"
-        if r["load_back"]:
-            s += f" but loads back {r['load_back']} at once (slots allocated now, no chunk budget)"
+        if r.load_back:
+            s += f" but loads back {r.load_back} at once (slots allocated now, no chunk budget)"
         words.append(s)
-    elif dec == "truncated":
-        seq, end, raw = r["seq_len"], r["end"], r["unaligned_end"]
-        prefix = (r["device_prefix"] or 0) + (r["host_hit"] or 0)
+    elif dec == Decision.TRUNCATED:
+        seq, end, raw = _n(r.seq_len), _n(r.end), _n(r.unaligned_end)
+        prefix = (r.device_prefix or 0) + (r.host_hit or 0)
         how = f"end {prefix} + {raw - prefix} = {raw}" + (
             f" aligned down to {end}" if raw != end else ""
         )
         s = f"{seq - prefix} to compute > {chunk} of chunk budget: truncated, {how}; piece {piece_len}"
-        if r["load_back"]:
-            s += f"; loads back {r['load_back']}"
+        if r.load_back:
+            s += f"; loads back {r.load_back}"
         tail = seq - end
-        res = r["reserved_tail"] or 0
+        res = r.reserved_tail or 0
         s += f"; tail [{end}, {seq}) = {tail} " + (
             f"reserved ({res} into rem_total_token_offset)" if res else "not reserved"
         )
         words.append(s)
-        return {"rid": r["rid"], "tail": tail, "reserved": res, "tail_need": r["tail_need"]}
-    elif dec == "rejected":
-        extra = "no load-back" if r["host_hit"] else "nothing allocated"
-        reason = f" ({r['reason']})" if r.get("reason") and need is None else ""
-        words.append(f"refused with {r['budget_state']}, {extra}{reason}")
+        return Tail(r.rid, tail, res, r.tail_need)
+    elif dec == Decision.REJECTED:
+        extra = "no load-back" if r.host_hit else "nothing allocated"
+        reason = f" ({r.reason})" if r.reason and need is None else ""
+        words.append(f"refused with {r.budget_state}, {extra}{reason}")
     return None
 
 
-def _allocate_step(r: dict) -> Step:
-    values = {k: None for k, _ in STEP_COLUMNS}
-    values.update(
-        step=r["step"],
-        call="allocate",
-        rid=r["rid"],
-        baseline=r["baseline"],
-        budget_state=r["budget_state"],
-    )
-    if r["budget_state"] == "OOM":
-        values["decision"] = "OOM"
-        s = f"allocation fails: {r['reason'] or 'out of memory'} {r['baseline']} available: out of memory"
+def _n(value: int | None) -> int:
+    """A number the ledger always holds for this kind of step."""
+    if value is None:
+        raise ValueError("a ledger step lacks a number its decision always has")
+    return value
+
+
+def _allocate_step(r: Row) -> Step:
+    if r.budget_state == BudgetState.OOM:
+        values = Cells(
+            step=r.step, call=Call.ALLOCATE, rid=r.rid, baseline=r.baseline,
+            budget_state=r.budget_state, decision=BudgetState.OOM,
+        )  # fmt: skip
+        s = f"allocation fails: {r.reason or 'out of memory'} {r.baseline} available: out of memory"
     else:
-        values["piece"] = f"[{r['start']}, {r['end']}) {r['end'] - r['start']}"
+        values = Cells(
+            step=r.step, call=Call.ALLOCATE, rid=r.rid, baseline=r.baseline,
+            budget_state=r.budget_state, piece=f"[{r.start}, {r.end}) {_n(r.end) - _n(r.start)}",
+        )  # fmt: skip
         s = (
-            f"allocate {r['allocated']} slots for {r['rid']} [{r['start']}, {r['end']}); "
-            f"baseline after the batch {r['baseline_after']}"
+            f"allocate {r.allocated} slots for {r.rid} [{r.start}, {r.end}); "
+            f"baseline after the batch {r.baseline_after}"
         )
     return Step(values, s + ".")

@@ -8,38 +8,23 @@ no global backend, nothing opened on screen, safe to call from a library).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 import polars as pl
-from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
-from matplotlib.ticker import FuncFormatter, MaxNLocator
+from matplotlib.ticker import MaxNLocator
 
+from kvforensics.causes.oom import oom_words
 from kvforensics.model import RunResult
-from kvforensics.outputs import atomic_write
-from kvforensics.report.ledgers import ADDER_CALLS, ledger_of
+from kvforensics.model.decisions import ADDER_CALLS, BudgetState, Call, Decision
+from kvforensics.plotting import COLORS, TOKENS
+from kvforensics.plotting import save_png as _save
+from kvforensics.report.ledgers import ledger_of, steps_of
 from kvforensics.report.terminal import shorten_words
-
-DPI = 110
-TOKENS = FuncFormatter(lambda v, _pos: f"{v:,.0f}")
-COLORS = {
-    "used": "#4c72b0",
-    "history": "#9aa5b1",
-    "load": "#c44e52",
-    "tail": "#dd8452",
-    "oom": "#c44e52",
-    "ok": "#55a868",
-}
-
-
-def _save(fig: Figure, path: Path) -> Path:
-    FigureCanvasAgg(fig)
-    atomic_write(path, lambda p: fig.savefig(p, format="png", dpi=DPI, bbox_inches="tight"))
-    return path
-
 
 #: about 1600 px wide at DPI: fits a document page at full width
 WIDTH_IN = 14.5
@@ -68,7 +53,7 @@ def pool_series(result: RunResult) -> list[tuple[int, int, int, int]]:
 
 def _groups(results: Mapping[str, RunResult]) -> list[tuple[list[str], RunResult]]:
     """Policies whose pool series are the same share one panel."""
-    groups: list[tuple[list[str], RunResult, list]] = []
+    groups: list[tuple[list[str], RunResult, list[tuple[int, int, int, int]]]] = []
     for p, r in results.items():
         pts = pool_series(r)
         for names, _, seen in groups:
@@ -85,7 +70,7 @@ def plot_pool(
     path: Path,
     *,
     focus: int | None = None,
-    history: list[tuple[int, int]] = (),
+    history: Sequence[tuple[int, int]] = (),
 ) -> Path:
     """One panel per distinct outcome; ``history`` is (round, slots in use) logged before
     the replay's first round, drawn as context."""
@@ -107,12 +92,12 @@ def plot_pool(
         y=1 - 0.1 / h,
     )
     handles = [
-        Patch(color=COLORS["history"], alpha=0.6, label="in use (logged, before the replay)"),
-        Patch(color=COLORS["used"], alpha=0.6, label="in use (replayed)"),
-        Patch(color=COLORS["load"], alpha=0.85, label="of which loaded back from host in that round"),
-        Patch(facecolor="none", edgecolor=COLORS["tail"], hatch="///", label="promised, not allocated (a chunked request's tail)"),
+        Patch(color=COLORS.history, alpha=0.6, label="in use (logged, before the replay)"),
+        Patch(color=COLORS.used, alpha=0.6, label="in use (replayed)"),
+        Patch(color=COLORS.load, alpha=0.85, label="of which loaded back from host in that round"),
+        Patch(facecolor="none", edgecolor=COLORS.tail, hatch="///", label="promised, not allocated (a chunked request's tail)"),
         Line2D([], [], color="black", ls="--", label="pool size"),
-        Line2D([], [], marker="X", ms=10, color=COLORS["oom"], ls="none", label="out of memory"),
+        Line2D([], [], marker="X", ms=10, color=COLORS.oom, ls="none", label="out of memory"),
     ]  # fmt: skip
     fig.legend(
         handles=handles, loc="upper center", ncol=3, fontsize=10, frameon=False,
@@ -122,31 +107,34 @@ def plot_pool(
     return _save(fig, path)
 
 
-def _pool_panel(ax, names, res: RunResult, lo: float, focus, history) -> None:
+def _pool_panel(
+    ax: Axes, names: list[str], res: RunResult, lo: float, focus: int | None,
+    history: Sequence[tuple[int, int]],
+) -> None:  # fmt: skip
     pts = pool_series(res)
     if history:
         hx = [x - 0.5 for x, _ in history] + [history[-1][0] + 0.5]
         ax.stairs(
-            [u for _, u in history], hx, baseline=lo, fill=True, color=COLORS["history"], alpha=0.6
+            [u for _, u in history], hx, baseline=lo, fill=True, color=COLORS.history, alpha=0.6
         )
     if pts:
         edges = [x - 0.5 for x, *_ in pts] + [pts[-1][0] + 0.5]
         base = [u - lb for _, u, lb, _ in pts]
         used = [u for _, u, _, _ in pts]
         owed = [u + t for _, u, _, t in pts]
-        ax.stairs(base, edges, baseline=lo, fill=True, color=COLORS["used"], alpha=0.6)
-        ax.stairs(used, edges, baseline=base, fill=True, color=COLORS["load"], alpha=0.85)
+        ax.stairs(base, edges, baseline=lo, fill=True, color=COLORS.used, alpha=0.6)
+        ax.stairs(used, edges, baseline=base, fill=True, color=COLORS.load, alpha=0.85)
         ax.stairs(
             owed,
             edges,
             baseline=used,
             fill=True,
             facecolor="none",
-            edgecolor=COLORS["tail"],
+            edgecolor=COLORS.tail,
             hatch="///",
             lw=0,
         )
-        ax.stairs(owed, edges, baseline=None, color=COLORS["tail"], lw=1.5)
+        ax.stairs(owed, edges, baseline=None, color=COLORS.tail, lw=1.5)
     ax.axhline(res.pool.size, color="black", ls="--", lw=1)
     if focus is not None:
         ax.axvline(focus - 0.5, color="#555555", lw=1, ls=":")
@@ -161,13 +149,13 @@ def _pool_panel(ax, names, res: RunResult, lo: float, focus, history) -> None:
     label = ", ".join(names) + (" (the same)" if len(names) > 1 else "")
     if res.oom is not None:
         o = res.oom
-        ax.plot([o.round], [res.pool.size], marker="X", ms=13, color=COLORS["oom"], ls="none")
+        ax.plot([o.round], [res.pool.size], marker="X", ms=13, color=COLORS.oom, ls="none")
         # written left of the replayed rounds, where the per-round labels are not
         ax.annotate(
-            f"out of memory: {shorten_words(o.rid)} needs {o.tokens:,}, {o.available:,} available",
+            f"out of memory: {oom_words(o.tokens, o.available, rid=shorten_words(o.rid), form='needs')}",
             (o.round, res.pool.size), xytext=(pts[0][0] - 0.7, (res.pool.size + lo) / 2),
-            ha="right", va="center", color=COLORS["oom"], fontsize=10, fontweight="bold",
-            arrowprops={"arrowstyle": "->", "color": COLORS["oom"]},
+            ha="right", va="center", color=COLORS.oom, fontsize=10, fontweight="bold",
+            arrowprops={"arrowstyle": "->", "color": COLORS.oom},
         )  # fmt: skip
         title = f"{label}: out of memory in round {o.round}"
     else:
@@ -177,54 +165,65 @@ def _pool_panel(ax, names, res: RunResult, lo: float, focus, history) -> None:
         title += f"; in use + promised exceeds the pool from round {over[0]}"
     for x, u, _, t in pts:
         if t:  # the promise is thin on this scale: say how much it is
-            ax.text(x, u + t, f"+{t:,}", ha="center", va="bottom", fontsize=9, color=COLORS["tail"])
-    ax.set_title(title, fontsize=12, loc="left", color=COLORS["oom"] if res.oom else "black")
+            ax.text(x, u + t, f"+{t:,}", ha="center", va="bottom", fontsize=9, color=COLORS.tail)
+    ax.set_title(title, fontsize=12, loc="left", color=COLORS.oom if res.oom else "black")
     ax.set_ylabel("KV slots", fontsize=11)
     ax.tick_params(labelsize=10)
     ax.yaxis.set_major_formatter(TOKENS)
     ax.grid(axis="y", alpha=0.3)
 
 
-def waterfall_steps(df: pl.DataFrame) -> tuple[int, list[tuple[str, str, int]], int, int]:
+def _n(value: int | None) -> int:
+    """A number every adder step of a ledger holds (its books)."""
+    if value is None:
+        raise ValueError("an adder step lacks a number of its books")
+    return value
+
+
+#: a waterfall bar: (label, kind, delta), a memory check's also the rem_total_tokens it saw
+Bar = tuple[str, str, int] | tuple[str, str, int, int]
+
+
+def waterfall_steps(df: pl.DataFrame) -> tuple[int, list[Bar], int, int]:
     """(start baseline, [(label, kind, delta)], rem_total_tokens at the end, unreserved
     tail) for one round of one ledger, read off the adder's records (``model.ledger.Step``):
     nothing here re-derives a rule. Kinds: lock, load-back, charge, reserve, refused, and
     check / check-fails (not a charge: the memory need a later request was weighed
     against, and whether the adder let it pass)."""
-    rows = [r for r in df.sort("step").iter_rows(named=True) if r["call"] in ADDER_CALLS]
+    rows = [r for r in steps_of(df.sort("step")) if r.call in ADDER_CALLS]
     if not rows:
         return 0, [], 0, 0
-    start = prev = rows[0]["baseline"]
-    bars: list[tuple[str, str, int]] = []
+    start = prev = _n(rows[0].baseline)
+    bars: list[Bar] = []
     tail = 0
     after_truncation = False
     for r in rows:
-        rid = r["rid"]
-        if r["baseline"] < prev:  # the adder locks a prefix before it checks
-            bars.append((f"{rid}\nlock prefix", "lock", r["baseline"] - prev))
-        if after_truncation and r["call"] == "add_one_req" and r["need"] is not None:
+        rid, base, after = r.rid, _n(r.baseline), _n(r.baseline_after)
+        if base < prev:  # the adder locks a prefix before it checks
+            bars.append((f"{rid}\nlock prefix", "lock", base - prev))
+        if after_truncation and r.call == Call.ADD_ONE_REQ and r.need is not None:
             # a request entering after a truncation: what its memory check weighed, against
             # the rem_total_tokens it saw, and the adder's answer
-            failed = r["decision"] == "rejected" and r["budget_state"] == "NO_TOKEN"
+            failed = r.decision == Decision.REJECTED and r.budget_state == BudgetState.NO_TOKEN
             kind = "check-fails" if failed else "check"
             bars.append(
-                (f"{rid}\nneeds {r['need']:,}: {'fails' if failed else 'passes'}", kind,
-                 r["need"], r["rem_total_tokens"])
+                (f"{rid}\nneeds {r.need:,}: {'fails' if failed else 'passes'}", kind,
+                 r.need, _n(r.rem_total_tokens))
             )  # fmt: skip
-        if r["load_back"]:  # the slots it took, page-exact: the baseline's fall
-            bars.append((f"{rid}\nload-back", "load-back", r["baseline_after"] - r["baseline"]))
-        charge = r["total_offset_after"] - r["total_offset_before"]
-        reserved = r["reserved_tail"] or 0
+        if r.load_back:  # the slots it took, page-exact: the baseline's fall
+            bars.append((f"{rid}\nload-back", "load-back", after - base))
+        charge = _n(r.total_offset_after) - _n(r.total_offset_before)
+        reserved = r.reserved_tail or 0
         if charge - reserved:
             bars.append((f"{rid}\ncharge", "charge", -(charge - reserved)))
         if reserved:
             bars.append((f"{rid}\ntail reserved", "reserve", -reserved))
-        if r["decision"] == "rejected":
-            bars.append((f"{rid}\nrefused ({r['budget_state']})", "refused", 0))
-        if r["tail_need"] is not None:  # a piece that left a tail for later rounds
-            tail = 0 if reserved else r["tail_need"]
+        if r.decision == Decision.REJECTED:
+            bars.append((f"{rid}\nrefused ({r.budget_state})", "refused", 0))
+        if r.tail_need is not None:  # a piece that left a tail for later rounds
+            tail = 0 if reserved else r.tail_need
             after_truncation = True
-        prev = r["baseline_after"]
+        prev = after
     # the level the drawn steps reach (a check does not move it)
     end = start + sum(b[2] for b in bars if not b[1].startswith("check"))
     return start, bars, end, tail
@@ -269,7 +268,7 @@ def plot_waterfall(
                 "token) are counted"
             )
         ax.set_title(
-            title, fontsize=12, loc="left", color=COLORS["oom"] if end - tail < 0 else "black"
+            title, fontsize=12, loc="left", color=COLORS.oom if end - tail < 0 else "black"
         )
         ax.set_ylabel("KV slots", fontsize=11)
     h = fig.get_figheight()
@@ -290,7 +289,11 @@ def plot_waterfall(
     return _save(fig, path)
 
 
-def _zoom_inset(ax, steps) -> int | None:
+#: a drawn bar: (label, kind, bottom, top)
+Level = tuple[str, str, float, float]
+
+
+def _zoom_inset(ax: Axes, steps: list[Level]) -> int | None:
     """The steps from the truncation on, magnified in the empty upper right of the
     book (a waterfall only falls); skipped when they are already large enough to read."""
     z = _zoom_from(steps)
@@ -299,7 +302,7 @@ def _zoom_inset(ax, steps) -> int | None:
     if not part or top > 0.35 * steps[0][3]:
         return None
     x0 = z / len(steps) + 0.03
-    inset = ax.inset_axes([x0, 0.36, 0.995 - x0, 0.6])
+    inset = ax.inset_axes((x0, 0.36, 0.995 - x0, 0.6))
     _draw_steps(inset, part, offset=z)
     inset.set_xlim(z - 0.5, len(steps) - 0.5)
     inset.yaxis.tick_right()  # clear of the tall bars to its left
@@ -313,7 +316,7 @@ def _zoom_inset(ax, steps) -> int | None:
     return z
 
 
-def _letters(data) -> dict[str, str]:
+def _letters(data: Iterable[tuple[int, list[Bar], int, int]]) -> dict[str, str]:
     """A, B, C... for the requests, in the order the adder first saw them (the
     postmortem's names); labels stay short enough to sit side by side."""
     out: dict[str, str] = {}
@@ -329,18 +332,20 @@ def _letters(data) -> dict[str, str]:
     return out
 
 
-def _short(bars, letters: dict[str, str]):
-    out = []
-    for label, kind, *rest in bars:
-        rid, _, what = label.partition("\n")
+def _short(bars: list[Bar], letters: dict[str, str]) -> list[Bar]:
+    """The bars with each request's letter for its id, the words on their own lines."""
+    out: list[Bar] = []
+    for bar in bars:
+        rid, _, what = bar[0].partition("\n")
         what = what.replace(": ", "\n", 1).replace(" (", "\n(", 1)
-        out.append((f"{letters.get(rid, rid)} {what}", kind, *rest))
+        label = f"{letters.get(rid, rid)} {what}"
+        out.append((label, bar[1], bar[2], bar[3]) if len(bar) == 4 else (label, bar[1], bar[2]))
     return out
 
 
-def _levels(start: int, bars, end: int, tail: int) -> list[tuple[str, str, float, float]]:
+def _levels(start: int, bars: list[Bar], end: int, tail: int) -> list[Level]:
     """(label, kind, bottom, top) of every bar, in order, from the books."""
-    out = [("baseline\nfree+evictable", "baseline", 0, start)]
+    out: list[Level] = [("baseline\nfree+evictable", "baseline", 0, start)]
     level = start
     for label, kind, delta, *at in bars:
         if kind.startswith("check"):  # what a later request weighed; the level does not move
@@ -354,7 +359,7 @@ def _levels(start: int, bars, end: int, tail: int) -> list[tuple[str, str, float
     return out
 
 
-def _zoom_from(steps) -> int:
+def _zoom_from(steps: list[Level]) -> int:
     """The first step after the last large drop before the end: where a small scale
     starts to show what the large one hides."""
     first = next(
@@ -366,7 +371,9 @@ def _zoom_from(steps) -> int:
     return max(1, first - 1)
 
 
-def _draw_steps(ax, steps, *, offset: int = 0, quiet_from: int | None = None) -> None:
+def _draw_steps(
+    ax: Axes, steps: list[Level], *, offset: int = 0, quiet_from: int | None = None
+) -> None:
     """Bars at ``offset + i``; from ``quiet_from`` on, no value text (an inset has it)."""
     for i, (_label, kind, bottom, top) in enumerate(steps):
         x = offset + i
@@ -374,20 +381,20 @@ def _draw_steps(ax, steps, *, offset: int = 0, quiet_from: int | None = None) ->
         c, text, va, weight = "black", f"{bottom - top:+,.0f}", "bottom", "normal"
         if kind.startswith("check"):
             ok = kind == "check"  # the adder's answer, from its record
-            c = COLORS["ok"] if ok else COLORS["oom"]
+            c = COLORS.ok if ok else COLORS.oom
             ax.bar(x, top - bottom, bottom=bottom, facecolor="none", edgecolor=c, ls="--", lw=1.8)
             text, va, weight = f"{bottom:+,.0f}\n{'passes' if ok else 'fails'}", "top", "bold"
             y = bottom
         elif kind == "tail":
-            c = COLORS["oom"]
+            c = COLORS.oom
             ax.bar(
                 x, top - bottom, bottom=bottom, facecolor="white", edgecolor=c, hatch="xx", lw=1.4
             )
             text, va, weight, y = f"{bottom:,.0f}", "top", "bold", bottom
         else:
-            color = {"baseline": "#bbbbbb", "end": COLORS["ok"]}.get(kind, KIND_COLORS.get(kind))
+            color = {"baseline": "#bbbbbb", "end": COLORS.ok}.get(kind, KIND_COLORS.get(kind))
             if kind == "end" and top <= 0:
-                color = COLORS["oom"]
+                color = COLORS.oom
             ax.bar(x, top - bottom, bottom=bottom, color=color, edgecolor="black", lw=0.6)
             if kind in ("baseline", "end"):
                 text, weight = f"{top:,.0f}", "bold" if kind == "end" else "normal"

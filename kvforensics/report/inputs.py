@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
@@ -13,7 +14,10 @@ from kvforensics.ledger_io import read_ledger
 from kvforensics.model import POLICIES, Config, RunResult
 from kvforensics.model.profiles import Profile, get_profile
 from kvforensics.progress import run_shown
-from kvforensics.report.ledgers import normalize, policies_in, select_policy
+from kvforensics.report.ledgers import frame_of, normalize, policies_in, select_policy
+
+if TYPE_CHECKING:
+    from kvforensics.replay import ReplayResult
 
 
 def is_scenario(path: Path) -> bool:
@@ -70,7 +74,7 @@ def diff_inputs(
         if len(names) != 2:
             raise InputError(f"diff compares two policies; got {len(names)} ({', '.join(names)})")
         res = run_scenario(inputs[0], names)
-        return (names[0], res[names[0]].ledger_frame()), (names[1], res[names[1]].ledger_frame())
+        return (names[0], frame_of(res[names[0]])), (names[1], frame_of(res[names[1]]))
     if any(is_scenario(p) for p in inputs):
         raise InputError("diff takes one scenario, or one or two ledger files, not both")
     if len(inputs) == 1:
@@ -110,13 +114,16 @@ def are_logs(paths: Sequence[Path]) -> bool:
     )
 
 
-def replay_inputs(paths: Sequence[Path], policies: Sequence[str] | None, **replay_kwargs):
+def replay_inputs(
+    paths: Sequence[Path], policies: Sequence[str] | None, **replay_kwargs: Any
+) -> tuple[ReplayResult, dict[str, RunResult]]:
     """Replay logs: the rebuilt rounds re-run under ``prefix`` and the policies asked for
     (``replay_kwargs``: the sizes, rank, formats and transfer time given on the command line)."""
-    from kvforensics.replay import replay_logs
+    from kvforensics.replay import ReplayResult, replay_logs
 
     names = check_policies(list(policies) if policies else ["prefix", "fixed"])
     rr = replay_logs(list(paths), [p for p in names if p != "prefix"], **replay_kwargs)
-    if not rr.results:
+    # without ``stock`` a log with no adder line is refused inside: this is a replay
+    if not isinstance(rr, ReplayResult) or not rr.results:
         raise InputError("these logs hold no round to replay")
     return rr, {p: rr.results[p] for p in names}

@@ -9,16 +9,40 @@ import math
 from dataclasses import dataclass, field
 from functools import reduce
 from pathlib import Path
+from typing import TypeVar, cast
 
 import polars as pl
 
+from kvforensics.causes.oom import OomFigures
 from kvforensics.errors import InputError
 from kvforensics.model import RunResult
-from kvforensics.model.ledger import LATER, NAMES, SCHEMA
+from kvforensics.model.decisions import ADDER_CALLS, ADMITTED, BudgetState, Call
+from kvforensics.model.ledger import LATER, NAMES, SCHEMA, Step, from_values
 
-#: decisions that put a piece into the batch
-ADMITTED = ("full", "truncated", "resumed")
-ADDER_CALLS = ("add_chunked_req", "add_one_req")
+__all__ = [
+    "ADDER_CALLS",
+    "ADMITTED",
+    "RoundSummary",
+    "frame_of",
+    "held",
+    "ledger_of",
+    "round_summaries",
+    "steps_of",
+]
+
+T = TypeVar("T")
+
+
+def held(value: T | None) -> T:
+    """A ledger value the schema makes nullable but that rows of this kind always hold (a
+    round, a request id, an admitted piece's end). Said to the type checker only: a
+    damaged file's null goes on, as it always did, to where it is used."""
+    return cast(T, value)
+
+
+def frame_of(result: RunResult) -> pl.DataFrame:
+    """A run's ledger as a frame with the policy as its first column."""
+    return result.ledger.to_frame().select(pl.lit(result.policy).alias("policy"), pl.all())
 
 
 def normalize(df: pl.DataFrame, source: str = "ledger") -> pl.DataFrame:
@@ -36,7 +60,13 @@ def normalize(df: pl.DataFrame, source: str = "ledger") -> pl.DataFrame:
 
 
 def ledger_of(x: RunResult | pl.DataFrame) -> pl.DataFrame:
-    return normalize(x.ledger_frame() if isinstance(x, RunResult) else x)
+    return normalize(frame_of(x) if isinstance(x, RunResult) else x)
+
+
+def steps_of(df: pl.DataFrame) -> list[Step]:
+    """A normalised ledger's rows as the model's records, in frame order: read by
+    attribute, so a renamed column fails where the type checker looks."""
+    return [from_values(t) for t in df.select(NAMES).iter_rows()]
 
 
 def policies_in(df: pl.DataFrame) -> list[str]:
@@ -88,7 +118,7 @@ class RoundSummary:
     baseline_after: int | None  # after the round's last step (its allocation)
     #: tokens admitted in earlier rounds (a chunked request's tail) not yet allocated
     unallocated_tail: int
-    oom: dict | None = None
+    oom: OomFigures | None = None
     rids: set[str] = field(default_factory=set)
 
 
@@ -99,37 +129,43 @@ def round_summaries(df: pl.DataFrame) -> list[RoundSummary]:
     out: list[RoundSummary] = []
     seq_len: dict[str, int] = {}
     allocated_end: dict[str, int] = {}
-    rows = df.sort(["round", "step"], maintain_order=True).iter_rows(named=True)
     cur: RoundSummary | None = None
-    for row in rows:
-        if cur is None or row["round"] != cur.round:
+    for row in steps_of(df.sort(["round", "step"], maintain_order=True)):
+        if cur is None or row.round != cur.round:
             if cur is not None:
                 cur.unallocated_tail = _tail(seq_len, allocated_end)
-            cur = RoundSummary(row["round"], [], [], row["baseline"], None, 0)
+            cur = RoundSummary(held(row.round), [], [], row.baseline, None, 0)
             out.append(cur)
-        rid = row["rid"]
-        cur.rids.add(rid)
-        cur.baseline_after = row["baseline_after"]
-        if row["call"] in ADDER_CALLS:
-            if row["seq_len"] is not None:
-                seq_len[rid] = row["seq_len"]
-            cur.decisions.append((row["call"], rid, row["decision"], row["budget_state"]))
-            if row["decision"] in ADMITTED and row["start"] is not None:
-                cur.pieces.append((rid, row["start"], row["end"]))
-        elif row["call"] == "allocate":
-            if row["budget_state"] == "OOM":
-                # what the round tried to allocate: the raw lengths of its pieces
-                cur.oom = {
-                    "round": cur.round,
-                    "rid": rid,
-                    "tokens": sum(e - s for _, s, e in cur.pieces),
-                    "available": row["baseline"],
-                }
-            elif row["end"] is not None:
-                allocated_end[rid] = max(allocated_end.get(rid, 0), row["end"])
+        _add_row(cur, row, seq_len, allocated_end)
     if cur is not None:
         cur.unallocated_tail = _tail(seq_len, allocated_end)
     return out
+
+
+def _add_row(
+    cur: RoundSummary, row: Step, seq_len: dict[str, int], allocated_end: dict[str, int]
+) -> None:
+    """One ledger row into its round's summary (and the requests' lengths and ends)."""
+    rid = held(row.rid)
+    cur.rids.add(rid)
+    cur.baseline_after = row.baseline_after
+    if row.call in ADDER_CALLS:
+        if row.seq_len is not None:
+            seq_len[rid] = row.seq_len
+        cur.decisions.append((held(row.call), rid, held(row.decision), held(row.budget_state)))
+        if row.decision in ADMITTED and row.start is not None:
+            cur.pieces.append((rid, row.start, held(row.end)))
+    elif row.call == Call.ALLOCATE:
+        if row.budget_state == BudgetState.OOM:
+            # what the round tried to allocate: the raw lengths of its pieces
+            cur.oom = OomFigures(
+                round=cur.round,
+                rid=rid,
+                tokens=sum(e - s for _, s, e in cur.pieces),
+                available=row.baseline,
+            )
+        elif row.end is not None:
+            allocated_end[rid] = max(allocated_end.get(rid, 0), row.end)
 
 
 def _tail(seq_len: dict[str, int], allocated_end: dict[str, int]) -> int:

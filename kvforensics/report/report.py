@@ -7,10 +7,12 @@ root cause, fidelity and the log line behind each input number."""
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import polars as pl
 
+from kvforensics.causes.oom import oom_words
 from kvforensics.errors import InputError
 from kvforensics.ledger_io import write_frame
 from kvforensics.model import Config, RunResult
@@ -20,7 +22,7 @@ from kvforensics.progress import current
 from kvforensics.report import _fmt, manifest
 from kvforensics.report.diff import Diff, diff_ledgers
 from kvforensics.report.explain import explain_round
-from kvforensics.report.ledgers import ledger_of, round_summaries
+from kvforensics.report.ledgers import frame_of, ledger_of, round_summaries
 from kvforensics.report.terminal import MAX_WORD, shorten_values
 
 #: a per-round table longer than this is cut to the rounds around the focus and the OOM
@@ -31,8 +33,8 @@ def outcome_sentence(r: RunResult) -> str:
     if r.oom is not None:
         o = r.oom
         return (
-            f"`{r.policy}`: out of memory in round {o.round}: {o.rid} tried to allocate "
-            f"{o.tokens} tokens, {o.available} available."
+            f"`{r.policy}`: out of memory in round {o.round}: "
+            f"{oom_words(o.tokens, o.available, rid=o.rid)}."
         )
     left = sorted(rid for rid, q in r.requests.items() if q.finished_round is None)
     tail = f"; still unfinished: {', '.join(left)}" if left else "; every request finished"
@@ -67,14 +69,15 @@ def pick_focus(results: Mapping[str, RunResult]) -> int | None:
         div = d.first_divergence or d.first_accounting_divergence
         if div is not None:
             return div.round
-    if crashed:
-        return results[crashed[0]].oom.round
+    first_oom = results[crashed[0]].oom if crashed else None
+    if first_oom is not None:
+        return first_oom.round
     firsts = [r.rounds[0].round for r in results.values() if r.rounds]
     return min(firsts) if firsts else None
 
 
 def _diff(results: Mapping[str, RunResult], a: str, b: str) -> Diff:
-    return diff_ledgers(results[a].ledger_frame(), results[b].ledger_frame(), a, b)
+    return diff_ledgers(frame_of(results[a]), frame_of(results[b]), a, b)
 
 
 def _outcome_table(results: Mapping[str, RunResult]) -> str:
@@ -125,7 +128,7 @@ def _round_table(r: RunResult, focus: int | None) -> str:
     for s in keep:
         dec = _fmt.decisions(s.decisions)
         if s.oom:
-            dec += f"; OUT OF MEMORY allocating {s.oom['tokens']} ({s.oom['available']} available)"
+            dec += f"; OUT OF MEMORY {oom_words(s.oom.tokens, s.oom.available, form='allocating')}"
         rows.append(
             [
                 s.round,
@@ -166,7 +169,7 @@ def write_report(
     focus_round: int | None = None,
     inputs: Iterable[str | Path] = (),
     force: bool = False,
-    history: list[tuple[int, int]] = (),
+    history: Sequence[tuple[int, int]] = (),
     log_notes: Sequence[str] | None = None,
     sizing: tuple[Config, Profile] | None = None,
     reproducer: tuple[Sequence[str], Mapping[str, str]] | None = None,
@@ -185,41 +188,40 @@ def write_report(
     if not results:
         raise InputError("nothing to report: no policy results")
     out = Path(out_dir)
-    inputs = [Path(p) for p in inputs]
+    given = [Path(p) for p in inputs]
     focus = focus_round if focus_round is not None else pick_focus(results)
     all_rounds = {s.round for r in results.values() for s in round_summaries(ledger_of(r))}
     if focus is not None and focus not in all_rounds:
         span = f"rounds {min(all_rounds)}..{max(all_rounds)}" if all_rounds else "no rounds"
         raise InputError(f"round {focus} is not in the results ({span})")
-    paths = _paths(out, focus, events is not None)
-    extra = {f"reproducer:{n}": out / n for n in (reproducer[1] if reproducer else {})}
-    paths.update(extra)
-    for p in paths.values():
-        check_not_input(p, inputs)
-    stale = manifest.claim(out, [p.name for p in paths.values()], force)
+    repro_files = reproducer[1] if reproducer else {}
+    paths = _paths(out, focus, events is not None, list(repro_files))
+    for p in paths.every():
+        check_not_input(p, given)
+    stale = manifest.claim(out, [p.name for p in paths.every()], force)
 
     # NOTE: matplotlib is most of a command's start-up: only a report imports it
     from kvforensics.report.figures import plot_pool, plot_waterfall
 
     written: list[Path] = []
-    files = current().stage("writing report", len(paths), "files")
-    plot_pool(results, paths["pool"], focus=focus, history=list(history))
-    written.append(paths["pool"])
+    files = current().stage("writing report", len(paths.every()), "files")
+    plot_pool(results, paths.pool, focus=focus, history=list(history))
+    written.append(paths.pool)
     files.advance()
-    if focus is not None:
-        plot_waterfall({p: results[p] for p in _pair(results)}, focus, paths["waterfall"])
-        written.append(paths["waterfall"])
+    if focus is not None and paths.waterfall is not None:
+        plot_waterfall({p: results[p] for p in _pair(results)}, focus, paths.waterfall)
+        written.append(paths.waterfall)
         files.advance()
-    ledger = pl.concat([r.ledger_frame() for r in results.values()], how="vertical_relaxed")
-    frames = [("ledger_parquet", ledger), ("ledger_csv", ledger)]
-    if events is not None:
-        frames += [("events_parquet", events), ("events_csv", events)]
-    for key, frame in frames:
-        write_frame(frame, paths[key])
-        written.append(paths[key])
+    ledger = pl.concat([frame_of(r) for r in results.values()], how="vertical_relaxed")
+    frames = [(paths.ledger_parquet, ledger), (paths.ledger_csv, ledger)]
+    if events is not None and paths.events is not None:
+        frames += [(paths.events[0], events), (paths.events[1], events)]
+    for path, frame in frames:
+        write_frame(frame, path)
+        written.append(path)
         files.advance()
-    for p in extra.values():
-        atomic_write_text(p, reproducer[1][p.name])
+    for p in paths.reproducer:
+        atomic_write_text(p, repro_files[p.name])
         written.append(p)
         files.advance()
 
@@ -227,26 +229,43 @@ def write_report(
     md = _markdown(results, title, story, evidence, focus, names, log_notes, need_legend(sizing),
                    list(reproducer[0]) if reproducer else [])  # fmt: skip
     md = _shortened(md, names, _rids(results, events))
-    atomic_write_text(paths["md"], md)
+    atomic_write_text(paths.md, md)
     files.advance()
     files.done()
     manifest.record(out, ["report.md", *names], stale)
-    return [paths["md"], *written]
+    return [paths.md, *written]
 
 
-def _paths(out: Path, focus: int | None, with_events: bool) -> dict[str, Path]:
-    paths = {
-        "md": out / "report.md",
-        "pool": out / "pool.png",
-        "ledger_parquet": out / "ledger.parquet",
-        "ledger_csv": out / "ledger.csv",
-    }
-    if focus is not None:
-        paths["waterfall"] = out / f"waterfall-round-{focus}.png"
-    if with_events:
-        paths["events_parquet"] = out / "events.parquet"
-        paths["events_csv"] = out / "events.csv"
-    return paths
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ReportFiles:
+    """Where each file of the attachment goes."""
+
+    md: Path
+    pool: Path
+    ledger_parquet: Path
+    ledger_csv: Path
+    waterfall: Path | None = None
+    events: tuple[Path, Path] | None = None  # Parquet, CSV
+    reproducer: tuple[Path, ...] = ()
+
+    def every(self) -> list[Path]:
+        """All of them, in the order the manifest lists them."""
+        out = [self.md, self.pool, self.ledger_parquet, self.ledger_csv]
+        out += [self.waterfall] if self.waterfall is not None else []
+        out += list(self.events or ())
+        return [*out, *self.reproducer]
+
+
+def _paths(out: Path, focus: int | None, with_events: bool, repro: list[str]) -> ReportFiles:
+    return ReportFiles(
+        md=out / "report.md",
+        pool=out / "pool.png",
+        ledger_parquet=out / "ledger.parquet",
+        ledger_csv=out / "ledger.csv",
+        waterfall=out / f"waterfall-round-{focus}.png" if focus is not None else None,
+        events=(out / "events.parquet", out / "events.csv") if with_events else None,
+        reproducer=tuple(out / n for n in repro),
+    )
 
 
 def _log_notes_md(notes: Sequence[str]) -> list[str]:
@@ -258,7 +277,11 @@ def _log_notes_md(notes: Sequence[str]) -> list[str]:
     return [*lines, ""]
 
 
-def _markdown(results, title, story, evidence, focus, files, log_notes, legend, repro) -> str:
+def _markdown(
+    results: Mapping[str, RunResult], title: str, story: list[str] | None,
+    evidence: list[str] | None, focus: int | None, files: list[str],
+    log_notes: Sequence[str] | None, legend: str, repro: list[str],
+) -> str:  # fmt: skip
     out = [f"# {title}", ""]
     if story:
         out += story

@@ -12,10 +12,15 @@ from pathlib import Path
 
 import polars as pl
 
+from kvforensics.causes.oom import oom_words
+from kvforensics.causes.tail import AS_RAN, RootCause, held_root_cause
+from kvforensics.model import RunResult
 from kvforensics.replay import ReplayResult
 from kvforensics.replay.costs import CostReading
+from kvforensics.replay.verdict import FirstTokenDelay
 from kvforensics.report import _fmt
 from kvforensics.rounds.ranks import describe_rank
+from kvforensics.rounds.records import Contradiction, Decision, Round
 
 #: what each fix leaves open, in the model's terms (the policies are `model/policies.py`)
 LIMITS = {
@@ -51,8 +56,10 @@ def _file(where: str) -> tuple[str, int]:
     return name, int(line)
 
 
-def line_after(events: pl.DataFrame, where: str, kind: str, rid: str) -> str | None:
+def line_after(events: pl.DataFrame, where: str | None, kind: str, rid: str) -> str | None:
     """``file:line`` of the first ``kind`` line of ``rid`` after ``where`` (same file)."""
+    if where is None:
+        return None
     name, line = _file(where)
     hit = events.filter(
         (pl.col("kind") == kind)
@@ -81,22 +88,21 @@ def _ref(where: str | None) -> str:
 
 
 def summary(rr: ReplayResult, names: list[str]) -> list[str]:
-    d = rr.as_dict()
-    fid, o = d["fidelity"], rr.rebuild.oom
+    fid, o = rr.fidelity, rr.rebuild.oom
     out = []
     if o:
         out.append(
-            f"{o.rid} tried to allocate {o.tokens} tokens with {o.available} "
-            f"available in round {o.round}{_ref(o.where)}."
+            f"{oom_words(o.tokens, o.available, rid=o.rid, form='with')} "
+            f"in round {o.round}{_ref(o.where)}."
         )
     held = [c for c in rr.causes if c.held]
     if held:
         out.append("Cause: " + "; ".join(f"{c.summary} (`{c.id}`)" for c in held) + ".")
     rep = {True: "reproduces it", False: "does **not** reproduce it", None: ""}[rr.reproduced]
     out.append(
-        f"Re-run under `prefix` (the code as it ran), {_n(fid['rounds_checked'], 'logged round')} "
-        f"agree with the log in {'every' if not fid['mismatches'] else 'all but'} "
-        f"decision, offset and piece ({len(fid['mismatches'])} mismatches)"
+        f"Re-run under `prefix` (the code as it ran), {_n(fid.rounds_checked, 'logged round')} "
+        f"agree with the log in {'every' if not fid.mismatches else 'all but'} "
+        f"decision, offset and piece ({len(fid.mismatches)} mismatches)"
         + (f"; the replay forward from round {rr.start_round} {rep}." if rep else ".")
     )
     fates = []
@@ -112,16 +118,18 @@ def summary(rr: ReplayResult, names: list[str]) -> list[str]:
     return [" ".join(out), ""]
 
 
-def _decisions(rr: ReplayResult, rc: dict):
-    rnd = rr.rebuild.round_at(rc["round"])
+def _decisions(rr: ReplayResult, rc: RootCause) -> tuple[Round, dict[str, Decision]]:
+    rnd = rr.rebuild.round_at(rc.round)
+    if rnd is None:  # the root cause's round is one the replay kept (it is pinned)
+        raise ValueError(f"round {rc.round} of the root cause is not among the rebuilt rounds")
     by = {d.rid: d for d in rnd.decisions}
     return rnd, by
 
 
-def admission(rr: ReplayResult, rc: dict) -> list[str]:
+def admission(rr: ReplayResult, rc: RootCause) -> list[str]:
     """1. the admission check of the request that later ran out of memory."""
     rnd, by = _decisions(rr, rc)
-    v = by.get(rc["victim_rid"])
+    v = by.get(rc.victim_rid)
     when = f", {rnd.time}" if rnd.time else ""
     out = [f"### 1. The admission check (round {rnd.index}{when})", ""]
     order = ", ".join(f"{d.rid} ({d.seq_len} tokens)" for d in rnd.decisions)
@@ -141,23 +149,23 @@ def admission(rr: ReplayResult, rc: dict) -> list[str]:
     return [*out[:2], " ".join(out[2:]), ""]
 
 
-def truncation(rr: ReplayResult, rc: dict) -> list[str]:
+def truncation(rr: ReplayResult, rc: RootCause) -> list[str]:
     """2. its truncation, and the chunk budget the alignment left over."""
     rnd, by = _decisions(rr, rc)
-    v = by.get(rc["victim_rid"])
+    v = by.get(rc.victim_rid)
     i = rnd.decisions.index(v) if v is not None else -1
     nxt = rnd.decisions[i + 1] if 0 <= i < len(rnd.decisions) - 1 else None
-    start, end = rc["victim_piece"]
+    start, end = rc.victim_piece
     res = line_after(rr.events, v.where, "adder_result", v.rid) if v else None
     cfg = rr.rebuild.config
     align = cfg.get("align_size")
     text = (
         f"With {v.rem_chunk_tokens if v else '?'} tokens of chunk budget left{_ref(v.where if v else None)}, "
-        f"{rc['victim_rid']} was truncated to [{start}, {end}){_ref(res)}. The "
-        f"{rc['align_size']}-token checkpoint alignment"
+        f"{rc.victim_rid} was truncated to [{start}, {end}){_ref(res)}. The "
+        f"{rc.align_size}-token checkpoint alignment"
         f"{_ref(', '.join(align.evidence) if align and align.evidence else None)} cut the "
-        f"piece from {rc['unaligned_piece']} (derived: the budget in whole pages) to "
-        f"{rc['aligned_piece']}, leaving {rc['leftover_chunk_budget']} tokens of chunk budget "
+        f"piece from {rc.unaligned_piece} (derived: the budget in whole pages) to "
+        f"{rc.aligned_piece}, leaving {rc.leftover_chunk_budget} tokens of chunk budget "
         f"for the requests after it"
         + (
             f" (rem_chunk_tokens={nxt.rem_chunk_tokens} at the next check, {nxt.where})"
@@ -165,29 +173,29 @@ def truncation(rr: ReplayResult, rc: dict) -> list[str]:
             else " (derived)"
         )
         + f". Its tail [{end}, "
-        f"{rc['victim_seq_len']}), {rc['unreserved_tail']} tokens (derived: {rc['victim_seq_len']} - "
+        f"{rc.victim_seq_len}), {rc.unreserved_tail} tokens (derived: {rc.victim_seq_len} - "
         f"{end}), was not charged to rem_total_token_offset: nothing in the books promised "
         "that memory to it."
     )
     return ["### 2. The truncation and the alignment gap", "", text, ""]
 
 
-def intruder(rr: ReplayResult, rc: dict) -> list[str]:
+def intruder(rr: ReplayResult, rc: RootCause) -> list[str]:
     """3. the request that came through the gap, and what its load-back took."""
-    if not rc.get("intruder_rid"):
+    if not rc.intruder_rid:
         return []
     _, by = _decisions(rr, rc)
-    c = by.get(rc["intruder_rid"])
+    c = by.get(rc.intruder_rid)
     where = c.where if c else None
     res = line_after(rr.events, where, "adder_result", c.rid) if c else None
     load = line_after(rr.events, where, "hicache_load_back", c.rid) if c else None
     text = (
-        f"{rc['intruder_rid']} ({c.seq_len if c else '?'} tokens, {c.host_hit_len if c else '?'} "
-        f"of them in the host cache) computes only {rc['intruder_compute']} tokens{_ref(res)}, "
-        f"{rc['intruder_compute_paged']} in whole pages (derived), within the "
-        f"{rc['leftover_chunk_budget']} left. Its memory check asked for "
-        f"{rc['intruder_need']} (derived: prompt not in the device cache, plus the first token "
-        f"and a page) against rem_total_tokens {rc['intruder_rem_total_tokens']}{_ref(where)}: "
+        f"{rc.intruder_rid} ({c.seq_len if c else '?'} tokens, {c.host_hit_len if c else '?'} "
+        f"of them in the host cache) computes only {rc.intruder_compute} tokens{_ref(res)}, "
+        f"{rc.intruder_compute_paged} in whole pages (derived), within the "
+        f"{rc.leftover_chunk_budget} left. Its memory check asked for "
+        f"{rc.intruder_need} (derived: prompt not in the device cache, plus the first token "
+        f"and a page) against rem_total_tokens {rc.intruder_rem_total_tokens}{_ref(where)}: "
         f"it passed only because the tail was not reserved"
         + (
             f" (baseline {c.baseline} - rem_total_tokens {c.rem_total_tokens} = "
@@ -196,16 +204,16 @@ def intruder(rr: ReplayResult, rc: dict) -> list[str]:
             if c
             else ""
         )
-        + f". Admitted whole, it loaded back {rc['intruder_load_back']} tokens at once"
+        + f". Admitted whole, it loaded back {rc.intruder_load_back} tokens at once"
         f"{_ref(load)}: that is the memory the tail needed."
     )
     return ["### 3. Who came through the gap, and its load-back", "", text, ""]
 
 
-def pieces_after(rr: ReplayResult, rc: dict) -> list[str]:
+def pieces_after(rr: ReplayResult, rc: RootCause) -> list[str]:
     """4. the victim's later pieces, each with how it was rebuilt."""
-    rid = rc["victim_rid"]
-    later = [(r, p) for r in rr.rebuild.rounds[rc["round"] + 1 :] for p in r.pieces if p.rid == rid]
+    rid = rc.victim_rid
+    later = [(r, p) for r in rr.rebuild.rounds[rc.round + 1 :] for p in r.pieces if p.rid == rid]
     if not later:
         return []
     out = ["### 4. The pieces that followed", ""]
@@ -222,41 +230,41 @@ def pieces_after(rr: ReplayResult, rc: dict) -> list[str]:
             + "; ".join(p.evidence)
         )
     total = sum(p.end - p.start for _, p in later)
-    if total == rc["unreserved_tail"]:
+    if total == rc.unreserved_tail:
         parts = " + ".join(str(p.end - p.start) for _, p in later)
         out += ["", f"{parts} = {total} (derived): exactly the tail nobody reserved."]
     out.append("")
     return out
 
 
-def out_of_memory(rr: ReplayResult, rc: dict) -> list[str]:
+def out_of_memory(rr: ReplayResult, rc: RootCause) -> list[str]:
     """5. the allocation that failed, and what the pool held by then."""
     o = rr.rebuild.oom
     if not o:
         return []
-    after = rr.rebuild.round_at(rc["round"]).baseline_end
+    after = _decisions(rr, rc)[0].baseline_end
     text = (
         f"In round {o.round}{' (' + o.time + ')' if o.time else ''} "
-        f"{o.rid} tried to allocate {o.tokens} tokens with {o.available} "
-        f"available (free {o.available_size}, evictable {o.evictable_size}; "
+        f"{oom_words(o.tokens, o.available, rid=o.rid, form='with')} "
+        f"(free {o.available_size}, evictable {o.evictable_size}; "
         f"{o.where})."
     )
     if after is not None:
         text += (
-            f" Round {rc['round']} had left {after.value} slots ({after.provenance}: "
-            f"{'; '.join(after.evidence)}) for a tail of {rc['unreserved_tail']}."
+            f" Round {rc.round} had left {after.value} slots ({after.provenance}: "
+            f"{'; '.join(after.evidence)}) for a tail of {rc.unreserved_tail}."
         )
-    pre = rr.results.get("prefix")
+    pre = rr.results.get(AS_RAN)
     if pre is not None and pre.oom is not None:
         text += (
             f" The replay under `prefix` fails at the same allocation: round {pre.oom.round}, "
-            f"{pre.oom.tokens} tokens, {pre.oom.available} available"
+            f"{oom_words(pre.oom.tokens, pre.oom.available)}"
             + (" (reproduced)." if rr.reproduced else " (**not** the logged numbers).")
         )
     return ["### 5. The out of memory", "", text, ""]
 
 
-def story(rr: ReplayResult, rc: dict | None) -> list[str]:
+def story(rr: ReplayResult, rc: RootCause | None) -> list[str]:
     """The events in the order they happened when the unreserved tail is the cause; for
     any other cause the catalogue's own story (`kvforensics.causes`)."""
     tail = rr.cause("unreserved_tail")
@@ -276,44 +284,42 @@ def story(rr: ReplayResult, rc: dict | None) -> list[str]:
     ]
 
 
-def _oom_cell(oom) -> str:
+def _oom_cell(oom: tuple[int, str, int] | None) -> str:
     return "none" if oom is None else f"round {oom[0]}, {oom[1]}, {oom[2]} tokens"
+
+
+def _outcome_row(p: str, res: RunResult) -> list[object]:
+    o = res.oom
+    left = sorted(r for r, q in res.requests.items() if q.finished_round is None)
+    return [
+        f"`{p}`",
+        "none" if o is None else f"round {o.round}: {o.rid}, {oom_words(o.tokens, o.available)}",
+        len(res.rounds),
+        ", ".join(left) or "none",
+    ]
 
 
 def outcomes(rr: ReplayResult, names: list[str]) -> str:
     """Each policy from the start round: the same rows `replay` prints."""
-    pol = rr.as_dict()["policies"]
-    rows = [
-        [
-            f"`{p}`",
-            "none"
-            if not pol[p]["oom"]
-            else f"round {pol[p]['oom']['round']}: {pol[p]['oom']['rid']}, "
-            f"{pol[p]['oom']['tokens']} tokens, {pol[p]['oom']['available']} available",
-            pol[p]["rounds"],
-            ", ".join(pol[p]["unfinished"]) or "none",
-        ]
-        for p in names
-        if p in pol
-    ]
+    rows = [_outcome_row(p, rr.results[p]) for p in names if p in rr.results]
     return _fmt.md_table(["policy", "out of memory", "rounds run", "unfinished"], rows, right=(2,))
 
 
-def _delay(d: dict) -> str:
-    if d["delay_s"] is None:
-        if d["finished_round"] is not None and d["base_finished_round"] is None:
-            return f"finishes in round {d['finished_round']} (never under `prefix`)"
-        return d["note"] or "-"
-    return f"{d['delay_s']:+.2f} s (round {d['base_finished_round']} -> {d['finished_round']})"
+def _delay(d: FirstTokenDelay) -> str:
+    if d.delay_s is None:
+        if d.finished_round is not None and d.base_finished_round is None:
+            return f"finishes in round {d.finished_round} (never under `prefix`)"
+        return d.note or "-"
+    return f"{d.delay_s:+.2f} s (round {d.base_finished_round} -> {d.finished_round})"
 
 
 def _delay_table(r: CostReading) -> str:
     """One row per request whose first token moves under some policy, a column each."""
     pols = list(r.delays)
-    rids = sorted({d["rid"] for ds in r.delays.values() for d in ds})
+    rids = sorted({d.rid for ds in r.delays.values() for d in ds})
     if not rids:
         return "No request's first token moves."
-    cell = {(p, d["rid"]): _delay(d) for p, ds in r.delays.items() for d in ds}
+    cell = {(p, d.rid): _delay(d) for p, ds in r.delays.items() for d in ds}
     rows = [[rid, *(cell.get((p, rid), "same") for p in pols)] for rid in rids]
     return _fmt.md_table(["request", *(f"`{p}`" for p in pols)], rows)
 
@@ -332,7 +338,7 @@ def costs(rr: ReplayResult, names: list[str], readings: list[CostReading]) -> li
         out += [
             f"The cost is time: a request the fix holds back waits for memory that finishing "
             f"KV transfers give back. First tokens later than under `prefix`, with transfers "
-            f"taking {used.seconds:.2f} s ({rr.transfer.how}):",
+            f"taking {used.seconds:.2f} s ({rr.transfer.how if rr.transfer else '-'}):",
             "",
         ]
         out += [_delay_table(used), ""]
@@ -349,14 +355,14 @@ def _alternatives(readings: list[CostReading], names: list[str]) -> list[str]:
     rows = []
     for r in readings:
         delays = "; ".join(
-            f"`{p}` {d['rid']} {d['delay_s']:+.2f} s"
+            f"`{p}` {d.rid} {d.delay_s:+.2f} s"
             for p in others
             for d in r.delays.get(p, [])
-            if d["delay_s"]
+            if d.delay_s
         )
         fits = {True: "yes", False: "no: ruled out by the log", None: "-"}[r.reproduces]
         rows.append(
-            [r.label, f"{r.seconds:.2f} s", fits, _oom_cell(r.ooms.get("prefix")), delays or "none"]
+            [r.label, f"{r.seconds:.2f} s", fits, _oom_cell(r.ooms.get(AS_RAN)), delays or "none"]
         )
     return [
         "The same run under the other transfer times the log supports (re-run here; a "
@@ -406,11 +412,10 @@ def causes_table(rr: ReplayResult) -> list[str]:
 
 
 def evidence(rr: ReplayResult) -> list[str]:
-    d = rr.as_dict()
     out = ["## Evidence", "", *causes_table(rr), "### Configuration", ""]
-    rows = [
-        [k, v["value"], v["provenance"], ", ".join(v["evidence"]) or "-"]
-        for k, v in d["config"].items()
+    rows: list[list[object]] = [
+        [k, v.value, v.provenance, ", ".join(v.evidence) or "-"]
+        for k, v in rr.rebuild.config.items()
     ]
     out += [_fmt.md_table(["setting", "value", "how known", "evidence"], rows, right=(1,)), ""]
     start = max(0, (rr.start_round or 0) - 1)
@@ -430,28 +435,24 @@ def evidence(rr: ReplayResult) -> list[str]:
         _fmt.md_table(["round", "time", "piece", "how known", "evidence"], rows, right=(0,)),
         "",
     ]
-    fid = d["fidelity"]
+    fid = rr.fidelity
     out += ["### Fidelity under `prefix`", ""]
-    out.append(
-        f"{fid['rounds_checked']} logged rounds re-run; {len(fid['mismatches'])} mismatches."
-    )
-    if fid["mismatches"]:
+    out.append(f"{fid.rounds_checked} logged rounds re-run; {len(fid.mismatches)} mismatches.")
+    if fid.mismatches:
         rows = [
-            [m["round"], m["rid"], m["field"], m["logged"], m["model"], m.get("where", "")]
-            for m in fid["mismatches"][:20]
+            [m.round, m.rid, m.field, m.logged, m.model, m.where if m.where is not None else ""]
+            for m in fid.mismatches[:20]
         ]
         out += ["", _fmt.md_table(["round", "request", "field", "logged", "model", "where"], rows)]
     out += ["", "### Contradictions in the evidence", ""]
-    cs = d["contradictions"]
-    out += [f"- {_round_of(c)}{c['what']}: {c['detail']}" for c in cs[:20]] or [
-        "No contradictions."
-    ]
+    cs = rr.rebuild.contradictions
+    out += [f"- {_round_of(c)}{c.what}: {c.detail}" for c in cs[:20]] or ["No contradictions."]
     out.append("")
     return out
 
 
-def _round_of(c: dict) -> str:
-    return f"round {c['round']}: " if c.get("round") is not None else ""
+def _round_of(c: Contradiction) -> str:
+    return f"round {c.round}: " if c.round is not None else ""
 
 
 def inputs_line(paths: list[Path]) -> str:
@@ -469,14 +470,20 @@ def history(rr: ReplayResult, rounds: int) -> list[tuple[int, int]]:
         return []
     size = rr.rebuild.cfg.pool_size
     before = rr.rebuild.rounds[max(0, rr.start_round - rounds) : rr.start_round]
-    return [(r.index, size - r.baseline_end.value) for r in before if r.baseline_end is not None]
+    return [
+        (r.index, size - r.baseline_end.value)
+        for r in before
+        if r.baseline_end is not None and r.baseline_end.value is not None
+    ]
 
 
-def log_report(rr: ReplayResult, names: list[str], paths: list[Path]) -> tuple[str, list, list]:
+def log_report(
+    rr: ReplayResult, names: list[str], paths: list[Path]
+) -> tuple[str, list[str], list[str]]:
     """(title, story, evidence) of the report on a log replay."""
     from kvforensics.replay.costs import cost_readings
 
-    rc = rr.as_dict()["root_cause"]
+    rc = held_root_cause(rr.causes)
     head = [inputs_line(paths), "", "## Summary", "", *summary(rr, names)]
     head += story(rr, rc)
     head += costs(rr, names, cost_readings(rr, [p for p in names if p != "prefix"]))

@@ -16,6 +16,30 @@ from kvforensics.scan.records import NodeScan
 from kvforensics.scan.task import ScanOptions
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Totals:
+    """What a fleet scan found, counted over the nodes scanned."""
+
+    nodes: int
+    scanned: int
+    failed: int
+    unreadable_files: int
+    bytes: int
+    rounds: int
+    ooms: int
+    nodes_with_oom: int
+    gap_admissions: int
+    nodes_with_gap_admissions: int
+    nodes_below_zero_margin: int
+    refused: dict[str, int]  # policy -> requests it refuses
+    fidelity_rounds: int
+    mismatches: int
+    contradictions: int
+
+    def as_dict(self) -> dict[str, object]:
+        return {f: getattr(self, f) for f in self.__dataclass_fields__}
+
+
 @dataclass(frozen=True, slots=True)
 class Fleet:
     nodes: tuple[NodeScan, ...]
@@ -37,31 +61,34 @@ class Fleet:
         return pl.DataFrame(rows, schema=GAP_SCHEMA)
 
     def totals(self) -> dict:
+        return self.summary().as_dict()
+
+    def summary(self) -> Totals:
+        """The fleet's counts, typed (``totals`` is their JSON)."""
         ok = [n for n in self.nodes if n.error is None]
-        d = [n.as_dict() for n in ok]
+        found = [n.whole_log for n in ok if n.whole_log is not None]
         refused: dict[str, int] = {}
-        for x in d:
-            for p, r in x["refused"].items():
-                refused[p] = refused.get(p, 0) + r["requests"]
-        return {
-            "nodes": len(self.nodes),
-            "scanned": len(ok),
-            "failed": len(self.nodes) - len(ok),
-            "unreadable_files": len(self.unreadable()),
-            "bytes": sum(n.bytes_read for n in ok),
-            "rounds": sum(n.rounds for n in ok),
-            "ooms": sum(len(n.ooms) for n in ok),
-            "nodes_with_oom": sum(1 for n in ok if n.ooms),
-            "gap_admissions": sum(len(x["gap_admissions"]) for x in d),
-            "nodes_with_gap_admissions": sum(1 for x in d if x["gap_admissions"]),
-            "nodes_below_zero_margin": sum(
-                1 for x in d if x["tightest_margin"] and x["tightest_margin"]["margin"] < 0
-            ),
-            "refused": refused,
-            "fidelity_rounds": sum(n.fidelity_rounds for n in ok),
-            "mismatches": sum(n.mismatches for n in ok),
-            "contradictions": sum(n.contradictions for n in ok),
-        }
+        for wl in found:
+            for p, rs in wl.refused.items():
+                refused[p] = refused.get(p, 0) + len(rs)
+        tightest = [wl.tightest() for wl in found]
+        return Totals(
+            nodes=len(self.nodes),
+            scanned=len(ok),
+            failed=len(self.nodes) - len(ok),
+            unreadable_files=len(self.unreadable()),
+            bytes=sum(n.bytes_read for n in ok),
+            rounds=sum(n.rounds for n in ok),
+            ooms=sum(len(n.ooms) for n in ok),
+            nodes_with_oom=sum(1 for n in ok if n.ooms),
+            gap_admissions=sum(len(wl.gap_admissions) for wl in found),
+            nodes_with_gap_admissions=sum(1 for wl in found if wl.gap_admissions),
+            nodes_below_zero_margin=sum(1 for t in tightest if t is not None and t.margin < 0),
+            refused=refused,
+            fidelity_rounds=sum(n.fidelity_rounds for n in ok),
+            mismatches=sum(n.mismatches for n in ok),
+            contradictions=sum(n.contradictions for n in ok),
+        )
 
     def as_dict(self) -> dict:
         return {

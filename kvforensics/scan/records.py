@@ -85,6 +85,50 @@ class WholeLog:
 
 
 @dataclass(frozen=True, slots=True)
+class HeldCause:
+    """A cause the catalogue found held (a release log's: the message's arithmetic)."""
+
+    id: str
+    summary: str
+    round: int | None
+
+    def as_dict(self) -> dict[str, object]:
+        return {"id": self.id, "summary": self.summary, "round": self.round}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NodeOom:
+    """One out-of-memory of a node, with its held causes. ``where`` is the line of a
+    release log's message (a replayed node's out-of-memory is placed by round instead)."""
+
+    round: int | None
+    rid: str | None
+    tokens: int | None
+    available: int | None
+    swa_available: int | None = None
+    mamba_available: int | None = None
+    reproduced: bool | None
+    causes: tuple[HeldCause, ...]
+    where: str | None = None
+    #: a release log's event: its JSON carries ``where``
+    from_release: bool = False
+
+    def as_dict(self) -> dict[str, object]:
+        out: dict[str, object] = {
+            "round": self.round,
+            "rid": self.rid,
+            "tokens": self.tokens,
+            "available": self.available,
+        }
+        extra = {"swa_available": self.swa_available, "mamba_available": self.mamba_available}
+        out.update({k: v for k, v in extra.items() if v is not None})
+        out.update(reproduced=self.reproduced, causes=[c.as_dict() for c in self.causes])
+        if self.from_release:
+            out["where"] = self.where
+        return out
+
+
+@dataclass(frozen=True, slots=True)
 class NodeScan:
     """One node's result. ``error`` set: nothing could be replayed (the reason in a line)."""
 
@@ -96,7 +140,7 @@ class NodeScan:
     bytes_read: int = 0
     rounds: int = 0
     logged_rounds: int = 0
-    ooms: tuple[dict, ...] = ()
+    ooms: tuple[NodeOom, ...] = ()
     whole_log: WholeLog | None = None
     fidelity_rounds: int = 0
     mismatches: int = 0
@@ -114,7 +158,7 @@ class NodeScan:
             "bytes_read": self.bytes_read,
             "rounds": self.rounds,
             "logged_rounds": self.logged_rounds,
-            "ooms": [dict(o) for o in self.ooms],
+            "ooms": [o.as_dict() for o in self.ooms],
             "gap_admissions": wl["gap_admissions"] if wl else [],
             "tightest_margin": wl["tightest_margin"] if wl else None,
             "refused": wl["refused"] if wl else {},

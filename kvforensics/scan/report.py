@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from kvforensics.causes.oom import oom_words
+from kvforensics.causes.tail import FIX
 from kvforensics.outputs import atomic_write_text
 from kvforensics.scan.fleet import Fleet
 from kvforensics.scan.plots import plot_gaps, plot_margins, plot_refused
+from kvforensics.scan.records import GapAdmission, NodeOom, NodeScan, Refusal
 
 #: gap admissions listed per node in the markdown (all of them are in the Parquet/JSON)
 LISTED = 20
@@ -25,14 +28,14 @@ def write_report(fleet: Fleet, out: Path) -> list[Path]:
 
 
 def _markdown(fleet: Fleet, figures: list[str]) -> list[str]:
-    t = fleet.totals()
+    t = fleet.summary()
     lines = [
         "# Fleet scan",
         "",
-        f"{t['scanned']} of {t['nodes']} node(s) scanned ({t['rounds']} rounds, "
-        f"{t['bytes'] / 1e6:.1f} MB of logs); {t['ooms']} out of memory on "
-        f"{t['nodes_with_oom']} node(s); {t['gap_admissions']} admission(s) through a gap on "
-        f"{t['nodes_with_gap_admissions']} node(s); {t['nodes_below_zero_margin']} node(s) "
+        f"{t.scanned} of {t.nodes} node(s) scanned ({t.rounds} rounds, "
+        f"{t.bytes / 1e6:.1f} MB of logs); {t.ooms} out of memory on "
+        f"{t.nodes_with_oom} node(s); {t.gap_admissions} admission(s) through a gap on "
+        f"{t.nodes_with_gap_admissions} node(s); {t.nodes_below_zero_margin} node(s) "
         "whose tightest margin is below zero.",
         "",
         "A gap admission: a request admitted after a truncation of the same round that left "
@@ -44,7 +47,7 @@ def _markdown(fleet: Fleet, figures: list[str]) -> list[str]:
         "fixed refuses | mismatches | contradictions |",
         "|---|---:|---|---:|---:|---:|---:|---:|",
     ]
-    lines += [_row(n.as_dict()) for n in fleet.nodes]
+    lines += [_row(n) for n in fleet.nodes]
     lines.append("")
     for name in figures:
         lines += [f"![{name}]({name})", ""]
@@ -55,40 +58,54 @@ def _markdown(fleet: Fleet, figures: list[str]) -> list[str]:
         lines += [f"* node `{n.node}`: {n.error}" for n in fleet.nodes if n.error]
         lines.append("")
     for n in fleet.nodes:
-        lines += _node_section(n.as_dict())
+        lines += _node_section(n)
     return lines
 
 
-def _row(d: dict) -> str:
-    if d["error"]:
-        return f"| `{d['node']}` | - | not scanned: {d['error']} | - | - | - | - | - |"
-    ooms = "; ".join(
-        (f"round {o['round']} {o['rid']}" if o["rid"] else f"{o['tokens']} tokens")
-        + (f" ({', '.join(c['id'] for c in o['causes'])})" if o["causes"] else "")
-        + (", not reproduced" if o["reproduced"] is False else "")
-        for o in d["ooms"]
-    )
-    tight = d["tightest_margin"]
-    fixed = d["refused"].get("fixed", {"requests": "-"})
+def _refused(n: NodeScan) -> dict[str, tuple[Refusal, ...]]:
+    """The fixes that refuse at least one request on the node, with their refusals."""
+    refused = n.whole_log.refused if n.whole_log else {}
+    return {p: rs for p, rs in refused.items() if rs}
+
+
+def _gaps(n: NodeScan) -> tuple[GapAdmission, ...]:
+    return n.whole_log.gap_admissions if n.whole_log else ()
+
+
+def _oom_cell(o: NodeOom) -> str:
     return (
-        f"| `{d['node']}` | {d['rounds']} | {ooms or 'none'} | "
-        f"{len(d['gap_admissions']) if d['logged_rounds'] else '-'} | "
-        f"{tight['margin'] if tight else '-'}"
-        f"{' (round ' + str(tight['round']) + ')' if tight else ''} | {fixed['requests']} | "
-        f"{d['fidelity']['mismatches']} | {d['contradictions']} |"
+        (f"round {o.round} {o.rid}" if o.rid else f"{o.tokens} tokens")
+        + (f" ({', '.join(c.id for c in o.causes)})" if o.causes else "")
+        + (", not reproduced" if o.reproduced is False else "")
     )
 
 
-def _node_section(d: dict) -> list[str]:
-    if d["error"] or not (d["gap_admissions"] or d["ooms"] or _refused(d)):
+def _row(n: NodeScan) -> str:
+    if n.error:
+        return f"| `{n.node}` | - | not scanned: {n.error} | - | - | - | - | - |"
+    ooms = "; ".join(_oom_cell(o) for o in n.ooms)
+    tight = n.whole_log.tightest() if n.whole_log else None
+    refused = n.whole_log.refused if n.whole_log else {}
+    fixed = len(refused[FIX]) if FIX in refused else "-"
+    return (
+        f"| `{n.node}` | {n.rounds} | {ooms or 'none'} | "
+        f"{len(_gaps(n)) if n.logged_rounds else '-'} | "
+        f"{tight.margin if tight else '-'}"
+        f"{' (round ' + str(tight.round) + ')' if tight else ''} | {fixed} | "
+        f"{n.mismatches} | {n.contradictions} |"
+    )
+
+
+def _node_section(n: NodeScan) -> list[str]:
+    if n.error or not (_gaps(n) or n.ooms or _refused(n)):
         return []
-    lines = [f"## `{d['node']}`", ""]
-    for o in d["ooms"]:
-        where = f"in round {o['round']}: {o['rid']}, " if o["rid"] else f"at {o.get('where')}: "
-        lines.append(f"Out of memory {where}{o['tokens']} tokens, {o['available']} available.")
-        lines += [f"* {c['id']}: {c['summary']}" for c in o["causes"]]
+    lines = [f"## `{n.node}`", ""]
+    for o in n.ooms:
+        where = f"in round {o.round}: {o.rid}, " if o.rid else f"at {o.where}: "
+        lines.append(f"Out of memory {where}{oom_words(o.tokens, o.available)}.")
+        lines += [f"* {c.id}: {c.summary}" for c in o.causes]
         lines.append("")
-    gaps = d["gap_admissions"]
+    gaps = _gaps(n)
     if gaps:
         lines += [
             f"{len(gaps)} gap admission(s)"
@@ -98,23 +115,20 @@ def _node_section(d: dict) -> list[str]:
             "|---:|---|---|---:|---|---:|---:|",
         ]
         lines += [
-            f"| {g['round']} | {g['time'] or '-'} | {g['victim_rid']} | {g['unreserved_tail']} | "
-            f"{g['intruder_rid']} | {g['intruder_compute']} | {g['intruder_load_back']} |"
+            f"| {g.round} | {g.time or '-'} | {g.victim_rid} | {g.unreserved_tail} | "
+            f"{g.intruder_rid} | {g.intruder_compute} | {g.intruder_load_back} |"
             for g in gaps[:LISTED]
         ]
         lines.append("")
-    for policy, rs in _refused(d).items():
+    for policy, rs in _refused(n).items():
         lines.append(
-            f"{policy} refuses {rs['requests']} request(s): "
+            f"{policy} refuses {len(rs)} request(s): "
             + ", ".join(
-                f"{x['rid']} (round {x['round']}, first token "
-                + (f"+{x['delay_s']:.2f} s)" if x["delay_s"] is not None else "not within the run)")
-                for x in rs["delays"]
+                f"{x.rid} (round {x.round}, first token "
+                + (f"+{x.delay_s:.2f} s)" if x.delay_s is not None else "not within the run)")
+                for x in rs
             )
         )
-    lines += ["", *[f"* {note}" for note in d["notes"]], ""]
+    notes = [*n.notes, *(n.whole_log.notes if n.whole_log else ())]
+    lines += ["", *[f"* {note}" for note in notes], ""]
     return lines
-
-
-def _refused(d: dict) -> dict:
-    return {p: r for p, r in d["refused"].items() if r["requests"]}

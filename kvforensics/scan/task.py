@@ -15,7 +15,7 @@ from kvforensics.model import POLICIES
 from kvforensics.replay.stock import StockAnalysis
 from kvforensics.rounds.stream import Narrow
 from kvforensics.scan.discover import is_url
-from kvforensics.scan.records import NodeScan, NodeSpec
+from kvforensics.scan.records import HeldCause, NodeOom, NodeScan, NodeSpec
 from kvforensics.scan.whole_log import FIXES, whole_log
 
 
@@ -131,17 +131,16 @@ def _stock(spec: NodeSpec, a: StockAnalysis, unreadable) -> NodeScan:
     """A release's log (no adder lines): its out-of-memory events and their pool
     arithmetic; no round can be re-run, so there are no whole-log findings."""
     ooms = tuple(
-        {
-            "round": None,
-            "rid": None,
-            "tokens": o.tokens,
-            "available": o.as_dict()["available"],
-            "reproduced": None,
-            "causes": [
-                {"id": str(o.arithmetic.mechanism), "summary": o.arithmetic.reason, "round": None}
-            ],
-            "where": o.where,
-        }
+        NodeOom(
+            round=None,
+            rid=None,
+            tokens=o.tokens,
+            available=o.as_dict()["available"],
+            reproduced=None,
+            causes=(HeldCause(str(o.arithmetic.mechanism), o.arithmetic.reason, None),),
+            where=o.where,
+            from_release=True,
+        )
         for o in a.ooms
     )
     return NodeScan(
@@ -160,13 +159,24 @@ def _stock(spec: NodeSpec, a: StockAnalysis, unreadable) -> NodeScan:
     )
 
 
-def _ooms(rr) -> tuple[dict, ...]:
+def _ooms(rr) -> tuple[NodeOom, ...]:
     o = rr.observed_oom
     if not o:
         return ()
-    return ({**o, "reproduced": rr.reproduced, "causes": held_causes(rr)},)
+    return (
+        NodeOom(
+            round=o.round,
+            rid=o.rid,
+            tokens=o.tokens,
+            available=o.available,
+            swa_available=o.swa_available,
+            mamba_available=o.mamba_available,
+            reproduced=rr.reproduced,
+            causes=held_causes(rr),
+        ),
+    )
 
 
-def held_causes(rr) -> list[dict]:
-    """The cause catalogue's held findings (``id``, ``summary``, ``round``)."""
-    return [{"id": c.id, "summary": c.summary, "round": c.round} for c in rr.causes if c.held]
+def held_causes(rr) -> tuple[HeldCause, ...]:
+    """The cause catalogue's held findings."""
+    return tuple(HeldCause(c.id, c.summary, c.round) for c in rr.causes if c.held)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from kvforensics.causes.gaps import through_gaps, unreserved
 from kvforensics.model import POLICIES, OutOfMemory, Timing
 from kvforensics.model.ledger import Step
 from kvforensics.model.profiles import FORK, Profile
@@ -59,40 +60,28 @@ def is_replayable(rnd: Round) -> bool:
     return has_base and bool(rnd.decisions or rnd.pieces)
 
 
-def _unreserved(row: Step) -> int:
-    """The tail a truncation left for later rounds when no one reserved it, else 0."""
-    if row.decision not in ("truncated", "resumed") or row.end is None:
-        return 0
-    tail = row.seq_len - row.end
-    return tail if tail > 0 and not row.reserved_tail else 0
-
-
 def gap_admissions(run: Rerun, rnd: Round) -> list[GapAdmission]:
-    """Every admission after an unreserved truncation of the same round that left budget."""
-    out, victim = [], None
-    for row in run.adder():
-        if victim is not None and row.decision in ADMITTED:
-            out.append(
-                GapAdmission(
-                    round=rnd.index,
-                    time=_time(rnd),
-                    victim_rid=victim.rid,
-                    unreserved_tail=_unreserved(victim),
-                    intruder_rid=row.rid,
-                    intruder_compute=row.end - row.start,
-                    intruder_load_back=row.load_back or 0,
-                    rem_total_tokens=row.rem_total_tokens,
-                    leftover_chunk_budget=victim.rem_chunk_after,
-                )
-            )
-        if _unreserved(row) and (row.rem_chunk_after or 0) > 0:
-            victim = row
-    return out
+    """Every admission after an unreserved truncation of the same round that left budget
+    (``causes.gaps``)."""
+    return [
+        GapAdmission(
+            round=rnd.index,
+            time=_time(rnd),
+            victim_rid=victim.rid,
+            unreserved_tail=unreserved(victim),
+            intruder_rid=row.rid,
+            intruder_compute=row.end - row.start,
+            intruder_load_back=row.load_back or 0,
+            rem_total_tokens=row.rem_total_tokens,
+            leftover_chunk_budget=victim.rem_chunk_after,
+        )
+        for victim, row in through_gaps(run.adder())
+    ]
 
 
 def margin(run: Rerun, rnd: Round) -> tuple[int, int, bool] | None:
     """(what the round left, the tails it promised to nobody, whether it ran out)."""
-    tails = sum(_unreserved(r) for r in run.adder())
+    tails = sum(unreserved(r) for r in run.adder())
     if run.oom is not None:
         return run.oom.available - run.oom.tokens, tails, True
     allocs = [r for r in run.steps if r.call == "allocate"]
@@ -112,7 +101,7 @@ def _fix_may_refuse(run: Rerun) -> bool:
             return True
         if cut and r.decision in ADMITTED:
             return True
-        cut = cut or bool(_unreserved(r))
+        cut = cut or bool(unreserved(r))
     return False
 
 
@@ -247,7 +236,7 @@ def _delays(
         by_round.setdefault(rnd.index, (rnd, []))[1].append(rid)
     for index, (rnd, rids) in by_round.items():
         base, other = _runs(rr, rnd, policy, notes, per_round)
-        table = {d["rid"]: d["delay_s"] for d in first_token_delays(base, other)}
+        table = {d.rid: d.delay_s for d in first_token_delays(base, other)}
         out.extend(Refusal(index, rid, table.get(rid)) for rid in rids)
     return tuple(out)
 

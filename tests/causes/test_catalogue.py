@@ -25,14 +25,14 @@ def test_incident_holds_unreserved_tail_and_nothing_else(incident):
     held = {c.id: c.held for c in incident.causes}
     assert held == {cid: cid == "unreserved_tail" for cid in IDS}
     tail = incident.cause("unreserved_tail")
-    assert tail.figures == incident.as_dict()["root_cause"]
-    assert (tail.figures["intruder_rid"], tail.figures["leftover_chunk_budget"]) == (
+    assert tail.figures.as_dict() == incident.as_dict()["root_cause"]
+    assert (tail.figures.intruder_rid, tail.figures.leftover_chunk_budget) == (
         "as-xpkq7d03n5",
         192,
     )
     # the crash surfaced in the forced branch, on the victim's last piece: not a cause here
     forced = incident.cause("forced_resume")
-    assert forced.figures["piece"] == [91968, 94024] and forced.figures["rem_total_tokens"] == 0
+    assert forced.figures.piece == (91968, 94024) and forced.figures.rem_total_tokens == 0
     assert incident.drops == []
 
 

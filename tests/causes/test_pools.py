@@ -14,7 +14,7 @@ def test_hybrid_pool_holds_when_the_swa_line_is_short_and_the_full_pool_would_fi
     assert _held(oom) == {"page_granularity": False, "eviction_shortfall": False,
                           "hybrid_pool": True}
     hybrid = next(c for c in pool_causes(oom) if c.id == "hybrid_pool")
-    assert hybrid.figures["pool"] == "swa" and hybrid.round == 4 and hybrid.story
+    assert hybrid.figures.pool == "swa" and hybrid.round == 4 and hybrid.story
 
 
 def test_missing_numbers_are_cannot_tell_not_a_guess():

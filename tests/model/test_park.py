@@ -76,5 +76,5 @@ def test_first_token_cost_of_parking_is_reported():
     pool, half, flight = _half_done(free=1024, held_inflight=CFG.pool_size - 3072)
     park = PrefillNode(CFG, get_policy("park"), pool, chunked=half, inflight=flight).run(50)
     assert base.oom is not None and park.oom is None
-    row = next(d for d in first_token_delays(base, park) if d["rid"] == "half")
-    assert row["delay_s"] is None and row["note"]  # prefix never finished it
+    row = next(d for d in first_token_delays(base, park) if d.rid == "half")
+    assert row.delay_s is None and row.note  # prefix never finished it

@@ -32,12 +32,12 @@ def test_first_divergence_is_c_in_round_0(results):
     d = diff_ledgers(left, right, "prefix", "fixed")
     fd = d.first_divergence
     assert (fd.round, fd.step) == (0, 3)
-    assert (fd.left["rid"], fd.left["decision"], fd.right["decision"]) == (C, "full", "rejected")
+    assert (fd.left.rid, fd.left.decision, fd.right.decision) == (C, "full", "rejected")
     assert {"decision", "load_back", "rem_total_tokens"} <= set(fd.fields)
     # the cause shows one step earlier in the books: B's reserved tail
     fa = d.first_accounting_divergence
-    assert (fa.round, fa.step, fa.left["rid"]) == (0, 2, B)
-    assert "reserved_tail" in fa.fields and fa.right["reserved_tail"] == 4993
+    assert (fa.round, fa.step, fa.left.rid) == (0, 2, B)
+    assert "reserved_tail" in fa.fields and fa.right.reserved_tail == 4993
     out = d.as_dict()
     assert out["first_divergence"]["step"] == 3 and not out["identical"]
     r0 = out["rounds"][0]
@@ -77,16 +77,16 @@ def test_explain_round_0_has_the_postmortem_numbers(results):
     md = e.to_markdown()
     for n in (121408, 108416, 34624, 94463, 18303, 18304, 13310, 4993, 192, 15610, 15360, 4936):
         assert str(n) in md, n
-    pre = {s.values["rid"]: s for s in e.steps["prefix"] if s.values["call"] == "add_one_req"}
-    fix = {s.values["rid"]: s for s in e.steps["fixed"] if s.values["call"] == "add_one_req"}
-    assert pre[C].values["need"] == 15610 and pre[C].values["rem_total_tokens"] == 18303
-    assert pre[C].values["chunk"] == "192 → 0"
+    pre = {s.values.rid: s for s in e.steps["prefix"] if s.values.call == "add_one_req"}
+    fix = {s.values.rid: s for s in e.steps["fixed"] if s.values.call == "add_one_req"}
+    assert pre[C].values.need == 15610 and pre[C].values.rem_total_tokens == 18303
+    assert pre[C].values.chunk == "192 → 0"
     assert "not in rem_total_token_offset" in pre[C].sentence and "15360" in pre[C].sentence
-    assert fix[B].values["reserved_tail"] == 4993
+    assert fix[B].values.reserved_tail == 4993
     assert (
-        fix[C].values["rem_total_tokens"] == 13310 and fix[C].values["budget_state"] == "NO_TOKEN"
+        fix[C].values.rem_total_tokens == 13310 and fix[C].values.budget_state == "NO_TOKEN"
     )
-    assert fix[C].values["chunk"] == "192"
+    assert fix[C].values.chunk == "192"
     assert e.as_dict()["policies"]["fixed"]["page_size"] == 64
 
 

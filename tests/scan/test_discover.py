@@ -128,7 +128,7 @@ def test_a_cut_gzip_is_read_as_far_as_it_goes(fleet_dir, tmp_path):
     (n,) = scan([str(d)], ScanOptions(), jobs=1).nodes
     assert n.error is None and n.unreadable == ()
     assert any("gzip stream ends early" in note for note in n.as_dict()["notes"])
-    assert n.ooms[0]["rid"] == "as-1keim4u1e8"
+    assert n.ooms[0].rid == "as-1keim4u1e8"
 
 
 def test_a_missing_url_is_one_problem():

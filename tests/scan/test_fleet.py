@@ -4,6 +4,8 @@ conversation traffic) scanned as a whole."""
 import polars as pl
 import pytest
 
+from kvforensics.causes.gaps import through_gaps, unreserved
+from kvforensics.model.ledger import Step
 from kvforensics.scan import ScanOptions, scan, write_parquet
 from kvforensics.synth.agent import agent_capture
 from kvforensics.synth.incidents import external_allocation
@@ -22,26 +24,14 @@ def node(fleet, name):
 
 
 def truth_gaps(cap) -> list[tuple]:
-    """Admissions after an unreserved truncation, from the generating run's own ledger."""
-    out = []
-    for rc in cap.rounds:
-        victim = None
-        for s in rc.steps:
-            if victim and s["decision"] in ("full", "truncated"):
-                out.append(
-                    (
-                        rc.round,
-                        victim["rid"],
-                        victim["seq_len"] - victim["end"],
-                        s["rid"],
-                        s["end"] - s["start"],
-                        s["load_back"],
-                    )
-                )
-            tail = s["end"] is not None and s["end"] < s["seq_len"]
-            if s["decision"] in ("truncated", "resumed") and tail and s["rem_chunk_after"] > 0:
-                victim = s
-    return out
+    """Admissions through a gap in the generating run's own ledger (the one the logs were
+    rendered from), found by ``causes.gaps``: the scan must find the same ones in the
+    ledger it re-runs from the logs."""
+    return [
+        (rc.round, v.rid, unreserved(v), a.rid, a.end - a.start, a.load_back)
+        for rc in cap.rounds
+        for v, a in through_gaps(Step(**s) for s in rc.steps)
+    ]
 
 
 def found(gaps) -> list[tuple]:
@@ -79,8 +69,8 @@ def test_every_gap_admission_of_the_agent_node_is_found(fleet):
 def test_the_incident_node_lists_its_oom_and_cause(fleet):
     inc = node(fleet, "incident")
     (oom,) = inc.ooms
-    assert (oom["rid"], oom["tokens"], oom["available"], oom["reproduced"]) == (B, 2056, 0, True)
-    assert "unreserved_tail" in [c["id"] for c in oom["causes"]]
+    assert (oom.rid, oom.tokens, oom.available, oom.reproduced) == (B, 2056, 0, True)
+    assert "unreserved_tail" in [c.id for c in oom.causes]
     (gap,) = inc.whole_log.gap_admissions
     assert (gap.victim_rid, gap.intruder_rid, gap.intruder_load_back) == (B, C, 15360)
     assert (gap.unreserved_tail, gap.intruder_compute, gap.leftover_chunk_budget) == (
@@ -101,14 +91,14 @@ def test_an_oom_of_another_cause_lists_its_causes_and_no_gap(fleet):
     want = inc.run().oom
     ext = node(fleet, "external")
     (oom,) = ext.ooms
-    assert (oom["round"], oom["rid"], oom["tokens"], oom["available"], oom["reproduced"]) == (
+    assert (oom.round, oom.rid, oom.tokens, oom.available, oom.reproduced) == (
         want.round,
         inc.victim,
         want.tokens,
         want.available,
         True,
     )
-    assert {c["id"] for c in oom["causes"]} == set(inc.holds)
+    assert {c.id for c in oom.causes} == set(inc.holds)
     assert ext.whole_log.gap_admissions == ()
     assert ext.whole_log.tightest().margin < 0
 
@@ -168,9 +158,9 @@ def test_a_release_log_lists_its_oom_arithmetic_and_no_whole_log(tmp_path):
     for n, spec in zip(fleet.nodes, with_oom, strict=True):
         want = tomllib.loads(spec.read_text())["expect"]["oom"]
         assert n.error is None
-        assert [(o["tokens"], o["available"]) for o in n.ooms] == [
+        assert [(o.tokens, o.available) for o in n.ooms] == [
             (w["tokens"], w["available"]) for w in want
         ]
-        assert [o["causes"][0]["id"] for o in n.ooms] == [w["mechanism"] for w in want]
+        assert [o.causes[0].id for o in n.ooms] == [w["mechanism"] for w in want]
         assert n.whole_log is None and n.as_dict()["gap_admissions"] == []
     assert fleet.nodes_frame()["gap_admissions"].null_count() == len(with_oom)

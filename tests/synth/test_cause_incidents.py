@@ -128,8 +128,8 @@ def test_pieces_rebuilt_exactly_as_they_ran(external):
     rebuilt = [(p.start, p.end) for r in rr.rebuild.rounds for p in r.pieces if p.rid == inc.victim]
     assert rebuilt == inc.pieces(inc.victim)
     cap = inc.run()
-    assert rr.observed_oom["round"] == cap.oom.round
-    assert rr.observed_oom["rid"] == inc.victim
+    assert rr.observed_oom.round == cap.oom.round
+    assert rr.observed_oom.rid == inc.victim
 
 
 def test_no_impossible_baseline_and_no_contradiction(external):
@@ -148,17 +148,17 @@ def test_external_allocation_and_forced_resume_hold_and_nothing_else(external):
     assert held == {cid: cid in inc.holds for cid in IDS}
     ext = rr.cause("external_allocation")
     (taken,) = inc.outside.values()
-    assert abs(ext.figures["tokens"] - taken) < inc.cfg.page_size
+    assert abs(ext.figures.tokens - taken) < inc.cfg.page_size
     (at,) = inc.outside
     # the fall is placed no earlier than it happened, and where the evidence first needs it
-    assert ext.figures["after_round"] < at <= ext.figures["before_round"]
+    assert ext.figures.after_round < at <= ext.figures.before_round
     forced = rr.cause("forced_resume")
-    start, end = forced.figures["piece"]
+    start, end = forced.figures.piece
     chunk, align = inc.cfg.chunked_prefill_size, inc.cfg.align_size
     # rem_chunk_tokens taken, the end aligned down: a piece that is not the last
-    assert forced.figures["rem_total_tokens"] <= 0
+    assert forced.figures.rem_total_tokens <= 0
     assert end == ((start + chunk) // align * align if align else start + chunk)
-    assert end < forced.figures["seq_len"]
+    assert end < forced.figures.seq_len
     assert rr.as_dict()["root_cause"] is None
 
 
@@ -185,15 +185,15 @@ def test_hybrid_pool_binds_on_the_swa_line_and_every_policy_runs_out(hybrid):
     assert cap.oom.tokens <= cap.oom.available
     assert f"Available swa tokens: {swa_total} " in cap.oom.message
     assert swa_total < cap.oom.tokens
-    assert rr.observed_oom["round"] == cap.oom.round and rr.reproduced is True
-    assert rr.observed_oom["swa_available"] == swa_total  # the headline shows the SWA line
+    assert rr.observed_oom.round == cap.oom.round and rr.reproduced is True
+    assert rr.observed_oom.swa_available == swa_total  # the headline shows the SWA line
     cause = rr.cause("hybrid_pool")
-    assert cause.held is True and cause.figures["pool"] == "swa"
-    assert (cause.figures["requested"], cause.figures["free"]) == (cap.oom.tokens, swa_total)
+    assert cause.held is True and cause.figures.pool == "swa"
+    assert (cause.figures.requested, cause.figures.free) == (cap.oom.tokens, swa_total)
     # the SWA pool's size is inferred from the crash, as the run had it, and said so
     assert any(f"SWA pool of {inc.cfg.swa_pool_size} slots" in a for a in rr.assumptions)
     # the memory was there in the full pool: nothing forced, nothing taken outside
-    assert rr.cause("forced_resume").figures["rem_total_tokens"] > 0
+    assert rr.cause("forced_resume").figures.rem_total_tokens > 0
     assert rr.drops == []
     for name in POLICIES:
         got = rr.results[name].oom
@@ -218,22 +218,22 @@ def test_the_gap_that_mattered_is_not_the_victims_first_truncation(late):
     tail = rr.cause("unreserved_tail")
     assert tail.held is True
     f = tail.figures
-    assert (f["round"], f["intruder_rid"], f["victim_rid"]) == (
+    assert (f.round, f.intruder_rid, f.victim_rid) == (
         admitted["round"], "as-c", inc.victim,
     )  # fmt: skip
     gap = next(s for s in steps if s["round"] == admitted["round"] and s["rid"] == inc.victim)
     assert gap["decision"] == "resumed"
-    assert f["victim_piece"] == [gap["start"], gap["end"]]
-    assert f["leftover_chunk_budget"] == gap["rem_chunk_after"] == (
+    assert f.victim_piece == (gap["start"], gap["end"])
+    assert f.leftover_chunk_budget == gap["rem_chunk_after"] == (
         inc.cfg.chunked_prefill_size % inc.cfg.align_size
     )
-    assert (f["intruder_load_back"], f["intruder_need"]) == (admitted["load_back"], admitted["need"])
+    assert (f.intruder_load_back, f.intruder_need) == (admitted["load_back"], admitted["need"])
     # both truncations are named in the evidence, the first one first
     looked = tail.evidence[1]
     assert looked.index(f"round {first['round']} {inc.victim} [0, ") < looked.index(
         f"round {gap['round']} {inc.victim} [{gap['start']}, "
     )
-    assert rr.as_dict()["root_cause"] == f
+    assert rr.as_dict()["root_cause"] == f.as_dict()
 
 
 @pytest.fixture(scope="module", params=sorted(OTHER_SIZES["late_arrival"]))
@@ -261,7 +261,7 @@ def test_a_request_that_arrives_after_the_start_round_is_replayed_under_every_po
     )  # fmt: skip
     tail = rr.cause("unreserved_tail")
     assert tail.held is True
-    assert (tail.figures["intruder_rid"], tail.figures["round"]) == ("as-c", shown["as-c"])
+    assert (tail.figures.intruder_rid, tail.figures.round) == ("as-c", shown["as-c"])
     # every policy meets the same arrival, never before the log shows it, and the fixes
     # run it after the victim instead of through the gap
     for name in POLICIES:
@@ -286,20 +286,21 @@ def test_page_granularity_alone_the_tokens_and_the_pages_fit_the_estimate_does_n
     inc, _, rr = estimate
     cap, page = inc.run(), inc.cfg.page_size
     oom = cap.oom
-    assert (rr.observed_oom["round"], rr.observed_oom["rid"]) == (oom.round, inc.victim)
-    assert rr.observed_oom["swa_available"] == oom.available  # both pools' lines
+    assert (rr.observed_oom.round, rr.observed_oom.rid) == (oom.round, inc.victim)
+    assert rr.observed_oom.swa_available == oom.available  # both pools' lines
     cause = rr.cause("page_granularity")
     f = cause.figures
-    pieces = [list(p) for p in cap.oom_round.pieces]
-    assert f["pieces"] == pieces and f["profile"] == inc.profile and f["page_per_request"]
+    pieces = tuple(tuple(p) for p in cap.oom_round.pieces)
+    ask = f.ask
+    assert ask.pieces == pieces and ask.profile == inc.profile and ask.page_per_request
     tokens = sum(e - s for _, s, e in pieces)
     pages = sum(inc.cfg.pages_for(s, e) for _, s, e in pieces)
     # in tokens and in whole pages the batch fits what is free; a page per piece does not
-    assert (f["requested"], f["free"]) == (tokens, oom.available)
-    assert tokens <= f["pages_needed"] == pages <= f["free"] < f["allocator_asks"]
-    assert f["allocator_asks"] == tokens + page * len(pieces)
-    assert f["free_pages"] == oom.available // page
-    assert any(str(f["allocator_asks"]) in e for e in cause.evidence)
+    assert (f.pool.requested, f.pool.free) == (tokens, oom.available)
+    assert tokens <= ask.pages_needed == pages <= f.pool.free < ask.allocator_asks
+    assert ask.allocator_asks == tokens + page * len(pieces)
+    assert f.free_pages == oom.available // page
+    assert any(str(ask.allocator_asks) in e for e in cause.evidence)
     # nothing forced: the memory check passed with memory left
     assert rr.cause("forced_resume").held is False and rr.drops == []
 
@@ -310,4 +311,5 @@ def test_the_same_logs_under_the_fork_say_no_known_cause(estimate):
     assert rr.profile.profile.name == "fork" and rr.reproduced is False
     cause = rr.cause("page_granularity")
     assert cause.held is False and "would have fit" in cause.summary
-    assert cause.figures["allocator_asks"] == cause.figures["pages_needed"] <= cause.figures["free"]
+    f = cause.figures
+    assert f.ask.allocator_asks == f.ask.pages_needed <= f.pool.free
