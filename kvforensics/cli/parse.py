@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from kvforensics.cli import app
+from kvforensics.cli._app import app
 from kvforensics.cli._common import stages
 from kvforensics.logs import ParseSummary, load_catalogue
 from kvforensics.logs.source import check_readable

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from kvforensics.cli import app
+from kvforensics.cli._app import app
 from kvforensics.cli._common import console, split_policies
 from kvforensics.cli._inputs import (
     Align,

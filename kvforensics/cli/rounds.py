@@ -13,7 +13,7 @@ import polars as pl
 import typer
 from rich.markup import escape
 
-from kvforensics.cli import app
+from kvforensics.cli._app import app
 from kvforensics.cli._common import console, print_contradictions, print_json, print_log_summary
 from kvforensics.cli._inputs import (
     Align,

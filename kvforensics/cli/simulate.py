@@ -9,7 +9,7 @@ import polars as pl
 import typer
 from rich.table import Table
 
-from kvforensics.cli import app
+from kvforensics.cli._app import app
 from kvforensics.cli._common import console, print_json, split_policies, stages
 from kvforensics.cli._inputs import NoProgress, check_format
 from kvforensics.ledger_io import ledger_format, write_frame

@@ -13,7 +13,7 @@ from functools import lru_cache
 import polars as pl
 
 from kvforensics.clip import clip
-from kvforensics.logs.catalogue import Catalogue, FieldSpec, Format
+from kvforensics.logs.forms import Catalogue, FieldSpec, Format
 from kvforensics.logs.sanity import SATURATED, split_unreadable
 from kvforensics.logs.wrapper import Wrapper
 

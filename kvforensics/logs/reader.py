@@ -19,8 +19,9 @@ from pathlib import Path
 import polars as pl
 
 from kvforensics.errors import InputError
-from kvforensics.logs.catalogue import Catalogue, load_catalogue
+from kvforensics.logs.catalogue import load_catalogue
 from kvforensics.logs.extract import UNMATCHED_SAMPLES, ChunkStats, extract_chunk
+from kvforensics.logs.forms import Catalogue
 from kvforensics.logs.source import check_readable, is_gzip, iter_bytes
 from kvforensics.logs.summary import FileSummary, ParseSummary
 from kvforensics.logs.wrapper import Wrapper, learn

@@ -15,8 +15,8 @@ from typing import Any
 import polars as pl
 
 from kvforensics.errors import InputError
-from kvforensics.logs.catalogue import Catalogue, Format, Prefix
 from kvforensics.logs.extract import extract_chunk, prefix_columns
+from kvforensics.logs.forms import Catalogue, Format, Prefix
 
 PREFIX_KEYS = ("time", "clock", "time_has_ms", "rank")
 

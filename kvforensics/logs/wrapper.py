@@ -20,7 +20,7 @@ from functools import cached_property
 
 import polars as pl
 
-from kvforensics.logs.catalogue import Catalogue, WrapperForm, _split_flags, is_anchored
+from kvforensics.logs.forms import Catalogue, WrapperForm, is_anchored, split_flags
 
 #: SGLang's own prefix anywhere in a line: a date and time, a time of day or rank tags
 SGLANG_BRACKET = (
@@ -46,7 +46,7 @@ class Wrapper:
     def regex(self) -> str:
         parts = []
         for i, f in enumerate(self.forms):
-            body = _split_flags(f.regex)[1].removeprefix("^")
+            body = split_flags(f.regex)[1].removeprefix("^")
             for g, short in (("time", "t"), ("frac", "f"), ("clock", "c")):
                 body = body.replace(f"(?P<{g}>", f"(?P<{short}{i}>")
             parts.append(f"(?:{body})?")
@@ -104,7 +104,7 @@ def _markers(cat: Catalogue) -> list[str]:
     for f in cat.formats:
         if not is_anchored(f.regex):  # found anywhere in a line by design
             continue
-        flags, body = _split_flags(f.line_regex or f.regex)
+        flags, body = split_flags(f.line_regex or f.regex)
         body = body.removeprefix("^")
         if f.line_regex:  # `(?P<__m>)` and the optional prefix in front of the message
             body = body.removeprefix("(?P<__m>)").removeprefix(cat.prefix.optional)

@@ -10,7 +10,8 @@ import polars as pl
 from polars.io.plugins import register_io_source
 
 from kvforensics.errors import InputError
-from kvforensics.logs.catalogue import Catalogue, load_catalogue
+from kvforensics.logs.catalogue import load_catalogue
+from kvforensics.logs.forms import Catalogue
 from kvforensics.logs.reader import iter_events
 from kvforensics.logs.summary import ParseSummary
 from kvforensics.progress import current

@@ -29,7 +29,7 @@ from kvforensics.rounds import Round
 from kvforensics.rounds.compact import pack_time, unpack_time
 from kvforensics.rounds.provenance import Prov
 from kvforensics.rounds.records import Decision, Piece
-from kvforensics.scan.whole_log import (
+from kvforensics.replay.whole_log import (
     Findings,
     WholeLogPass,
     complete,

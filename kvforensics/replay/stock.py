@@ -20,7 +20,7 @@ from kvforensics.causes.arithmetic import OomArithmetic, PoolReading, classify
 from kvforensics.clip import clip
 from kvforensics.errors import InputError
 from kvforensics.logs import ParseSummary
-from kvforensics.logs.catalogue import Catalogue
+from kvforensics.logs.forms import Catalogue
 from kvforensics.replay.stock_trend import batch_trend
 from kvforensics.rounds.provenance import DERIVED, GIVEN, OBSERVED, Prov, where
 

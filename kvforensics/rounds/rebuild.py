@@ -84,17 +84,6 @@ class Rebuild:
         }
 
 
-def _batch_of(rnd: Round, cfg: Config, tokens: int | None) -> bool:
-    """Is ``Try to allocate tokens`` this round's batch? Its admitted pieces plus at most
-    the resumed chunk's (the chunk budget spent before its first check)."""
-    if not rnd.decisions or tokens is None:
-        return False
-    new = sum(d.end - d.start for d in rnd.decisions
-              if d.decision in ("full", "truncated") and d.start is not None)
-    resumed = cfg.chunked_prefill_size - rnd.decisions[0].rem_chunk_tokens
-    return new <= tokens <= new + resumed and (tokens == new or resumed > 0)
-
-
 def _lock_released(cfg: Config, decisions: list[Decision]) -> int:
     """What the last check's refused request gave back: its check line is printed after
     it locked its device prefix, and a refusal releases that lock (the lock is held only

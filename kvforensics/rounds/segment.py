@@ -16,9 +16,14 @@ __all__ = ["FIELDS", "KINDS", "Segmenter", "rows_of"]
 
 
 def _batch_of(rnd: Round, cfg: Config, tokens: int | None) -> bool:
-    from kvforensics.rounds.rebuild import _batch_of as batch_of
-
-    return batch_of(rnd, cfg, tokens)
+    """Is ``Try to allocate tokens`` this round's batch? Its admitted pieces plus at most
+    the resumed chunk's (the chunk budget spent before its first check)."""
+    if not rnd.decisions or tokens is None:
+        return False
+    new = sum(d.end - d.start for d in rnd.decisions
+              if d.decision in ("full", "truncated") and d.start is not None)
+    resumed = cfg.chunked_prefill_size - rnd.decisions[0].rem_chunk_tokens
+    return new <= tokens <= new + resumed and (tokens == new or resumed > 0)
 
 
 class Segmenter:

@@ -6,7 +6,7 @@ from kvforensics.scan.engines import ENGINES, run_tasks
 from kvforensics.scan.fleet import Fleet, scan, write_parquet
 from kvforensics.scan.records import GapAdmission, Margin, NodeScan, NodeSpec, Refusal, WholeLog
 from kvforensics.scan.task import ScanOptions, scan_node
-from kvforensics.scan.whole_log import whole_log
+from kvforensics.replay.whole_log import whole_log
 
 
 def whole_log_dict(wl: WholeLog) -> dict:

@@ -16,7 +16,7 @@ from kvforensics.replay.stock import StockAnalysis
 from kvforensics.rounds.stream import Narrow
 from kvforensics.scan.discover import is_url
 from kvforensics.scan.records import NodeScan, NodeSpec
-from kvforensics.scan.whole_log import FIXES, whole_log
+from kvforensics.replay.whole_log import FIXES, whole_log
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -20,9 +20,7 @@ from kvforensics.model import (
 from kvforensics.model.prefix_cache import BlockPrefixCache, RadixPrefixCache
 from kvforensics.model.radix import RadixPagePool
 from kvforensics.scenario.schema import MAX_REQUESTS, MAX_SECONDS, MAX_SEQ_LEN
-
-if TYPE_CHECKING:
-    from kvforensics.scenario.loader import Scenario
+from kvforensics.scenario.spec import Scenario
 
 
 class _TraceLine(BaseModel):

@@ -8,7 +8,7 @@ adder's arithmetic stays in ``kvforensics.model``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 from kvforensics.model import POLICIES, OutOfMemory, Timing
 from kvforensics.model.ledger import Step
@@ -17,7 +17,6 @@ from kvforensics.replay.state import node_at
 from kvforensics.replay.verdict import first_token_delays
 from kvforensics.rounds import Rebuild, Round
 from kvforensics.rounds.compact import Spool, pack_time, unpack_time
-from kvforensics.scan.records import GapAdmission, Margin, Refusal, WholeLog
 
 #: the fixes whose refusals are counted, when the model has them
 FIXES = ("fixed", "park")
@@ -27,6 +26,77 @@ ADMITTED = ("full", "truncated")
 FORWARD_ROUNDS = 1_000
 #: margins kept per node: the lowest of each stretch of rounds (the result stays small)
 MARGIN_POINTS = 256
+
+
+@dataclass(frozen=True, slots=True)
+class GapAdmission:
+    """A request admitted after a truncation, in the chunk budget the truncation left,
+    while the truncated request's tail was promised to nobody."""
+
+    round: int
+    time: str | None
+    victim_rid: str
+    unreserved_tail: int
+    intruder_rid: str
+    intruder_compute: int
+    intruder_load_back: int
+    #: the memory check it passed (rem_total_tokens at that step)
+    rem_total_tokens: int | None
+    #: the chunk budget left by the truncation
+    leftover_chunk_budget: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class Margin:
+    """What a round left (available + evictable after its allocation) minus the tails that
+    no one reserved. Negative: the promised tails no longer fit unless memory is freed."""
+
+    round: int
+    time: str | None
+    left: int
+    unreserved_tails: int
+    margin: int
+    #: the round itself could not allocate (its margin is available minus requested)
+    oom: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """A request the prefix run admitted that a fix refuses in the same round."""
+
+    round: int
+    rid: str
+    #: how much later its prefill finishes under the fix (None: not within the run)
+    delay_s: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class WholeLog:
+    """The whole-log findings of one node."""
+
+    gap_admissions: tuple[GapAdmission, ...]
+    #: the lowest margin of each stretch of rounds, in round order (the tightest among them)
+    margins: tuple[Margin, ...]
+    refused: dict[str, tuple[Refusal, ...]]
+    rounds_rerun: int
+    notes: tuple[str, ...] = ()
+
+    def tightest(self) -> Margin | None:
+        """The least margin; the earliest round among equals."""
+        return min(self.margins, key=lambda m: (m.margin, m.round), default=None)
+
+    def as_dict(self) -> dict:
+        tight = self.tightest()
+        return {
+            "gap_admissions": [asdict(g) for g in self.gap_admissions],
+            "tightest_margin": asdict(tight) if tight else None,
+            "refused": {
+                p: {"requests": len(rs), "delays": [asdict(r) for r in rs]}
+                for p, rs in self.refused.items()
+            },
+            "rounds_rerun": self.rounds_rerun,
+            "notes": list(self.notes),
+        }
 
 
 @dataclass(slots=True)
