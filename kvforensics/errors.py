@@ -1,5 +1,7 @@
 """Errors a user can act on. The CLI prints them as one line and exits non-zero."""
 
+from typing import Any
+
 from kvforensics.clip import clip
 
 
@@ -34,7 +36,7 @@ def validation_line(exc, name: str, fix: str) -> str:
     return f"{name}: {_where(e['loc'])}: {msg}{got}{more}; {fix}"
 
 
-def _where(loc: tuple) -> str:
+def _where(loc: tuple[Any, ...]) -> str:
     """('waiting', 1, 'seq_len') -> 'waiting[1].seq_len'."""
     out = ""
     for part in loc:

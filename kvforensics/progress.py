@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from rich.console import Console
 from rich.markup import escape
@@ -99,7 +99,7 @@ class Stages:
         self.console = console or Console(stderr=True)
         self.enabled = self.console.is_terminal if enabled is None else enabled
         self._bar: Progress | None = None
-        self._scopes: list[list] = []
+        self._scopes: list[list[Any]] = []
         if self.enabled:
             self._bar = Progress(
                 TextColumn("{task.description:<16}"),

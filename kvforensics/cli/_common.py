@@ -40,7 +40,7 @@ def print_para(text: str, indent: int = 2, hang: int = 4) -> None:
     console.print(paragraph(text, console.width, indent, hang), highlight=False, markup=False)
 
 
-def print_contradictions(items: list, limit: int) -> None:
+def print_contradictions(items: list[Any], limit: int) -> None:
     """How many contradictions (``rounds.records.Contradiction``), then the first few,
     each a paragraph of its own."""
     console.print(f"{len(items)} contradiction(s) in the evidence" + (":" if items else ""))

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -126,7 +126,7 @@ class LogOptions:
             "pool_size": self.pool_size,
         }
 
-    def replay_kwargs(self) -> dict:
+    def replay_kwargs(self) -> dict[str, Any]:
         """Keyword arguments of `replay_logs`."""
         return {
             "overrides": self.overrides(),

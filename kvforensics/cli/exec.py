@@ -7,7 +7,7 @@ machine without the ``gpu`` extra gets a one-line hint instead of a traceback.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.table import Table
@@ -101,7 +101,7 @@ def exec_(
         raise typer.Exit(1)
 
 
-def _oom_text(oom: dict | None) -> str:
+def _oom_text(oom: dict[str, Any] | None) -> str:
     if oom is None:
         return "none"
     return (

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -95,7 +95,7 @@ def replay(
     sys.exit(rr.exit_code())
 
 
-def _print_replay(rr, d: dict, wl) -> None:
+def _print_replay(rr, d: dict[str, Any], wl) -> None:
     """The replay on the terminal: what was read, the logged out-of-memory, fidelity,
     the policies, the verdict and what it assumes."""
     print_log_summary(rr.summary)
@@ -152,7 +152,7 @@ def _print_replay(rr, d: dict, wl) -> None:
         print_para(a)
 
 
-def _policy_table(d: dict) -> FitTable:
+def _policy_table(d: dict[str, Any]) -> FitTable:
     t = FitTable(
         ["policy", "out of memory", "rounds", "unfinished"],
         title=f"Policies from round {d['start_round']}",

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
@@ -38,7 +39,7 @@ class KvLayout:
     def bytes_per_slot(self) -> int:
         return self.layers * self.width * torch.empty(0, dtype=self.dtype).element_size()
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         return {
             "layers": self.layers,
             "kv_lora_rank": self.kv_lora_rank,

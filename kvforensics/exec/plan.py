@@ -138,7 +138,7 @@ def plan_from_run(
     )
 
 
-def _steps_from_ops(ops: Sequence[PoolOp], pending: dict[int, list]) -> list[Step]:
+def _steps_from_ops(ops: Sequence[PoolOp], pending: dict[int, list[Any]]) -> list[Step]:
     """The ops as steps: runs of allocations grouped into batches, evictions dropped, and
     each ``oom`` marker replaced by its round's attempted batch (taken out of ``pending``)."""
     steps: list[Step] = []

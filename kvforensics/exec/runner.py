@@ -102,7 +102,7 @@ class _Execution:
     """The state of one plan being performed: the allocator, the KV cache and what the
     run has seen so far (who got slots first, how far each request was written)."""
 
-    def __init__(self, plan: Plan, alloc: PageAllocator, cache: KvCache, hosts: dict):
+    def __init__(self, plan: Plan, alloc: PageAllocator, cache: KvCache, hosts: dict[str, Any]):
         self.plan, self.alloc, self.cache, self.hosts = plan, alloc, cache, hosts
         self.failures: list[str] = []
         self.first_round: dict[str, int] = dict.fromkeys((r for r, _ in plan.snapshot.held), -1)

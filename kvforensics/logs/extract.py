@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from functools import lru_cache
+from typing import Any
 
 import polars as pl
 
@@ -293,7 +294,7 @@ def _multiline(
     taken: pl.Series,
     prefixed: pl.Series,
     fmt: Format,
-    prefix_re: re.Pattern,
+    prefix_re: re.Pattern[str],
     strip_prefix: bool = False,
 ) -> tuple[pl.DataFrame, list[int], list[int]]:
     """Attach to each head line the unprefixed, unmatched lines after it (and an `absorb`
@@ -331,14 +332,14 @@ def _multiline(
     return out, used, swallowed
 
 
-def _absorbs(head: dict, fmt: Format, prefix_re: re.Pattern) -> bool:
+def _absorbs(head: dict[str, Any], fmt: Format, prefix_re: re.Pattern[str]) -> bool:
     text = head["text"] or ""
     m = prefix_re.match(text)
     return bool(head["prefixed"] and m) and any(text[m.end() :].startswith(a) for a in fmt.absorb)
 
 
 @lru_cache(maxsize=16)
-def _compiled(regex: str) -> re.Pattern:
+def _compiled(regex: str) -> re.Pattern[str]:
     return re.compile(regex)
 
 
@@ -384,7 +385,7 @@ def _promote(
     their format's `promote` regex to that format (a scheduler exception whose traceback
     is an out-of-memory is that out-of-memory)."""
     by_name = {f.name: f for f in cat.formats}
-    out: dict[str, list] = {}
+    out: dict[str, list[Any]] = {}
     for fmt, ok in bodies:
         if swallowed:
             ok = ok.filter(~pl.col("idx").is_in(swallowed))

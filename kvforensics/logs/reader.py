@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 
@@ -213,7 +214,7 @@ def iter_events(
             wrapper = learn(heads[path], cat)
             fs.wrapper = wrapper.says() if wrapper else None
             cutter = _Cutter(cat, wrapper)
-            pending: deque = deque()
+            pending: deque[Any] = deque()
             nul = 0
             for chunk, last in _chunks(path, cutter, fs, summary.gaps, on_read, chunk_bytes):
                 if b"\x00" in chunk:  # e.g. the zero-filled tail a crash leaves on some filesystems

@@ -35,7 +35,7 @@ def _same(got: Any, want: Any) -> bool:
     return got == want
 
 
-def format_sample_problems(cat: Catalogue, fmt: Format, sample: dict) -> list[str]:
+def format_sample_problems(cat: Catalogue, fmt: Format, sample: dict[str, Any]) -> list[str]:
     """What differs between a format sample's expectation and its parse (empty: none)."""
     events, unmatched = parse_sample(cat, sample["line"])
     if events.height != 1:
@@ -87,7 +87,7 @@ def _want(key: str, value: Any) -> tuple[Any, str | None]:
         return None, f"expects {key} {value!r}, which is not {like}"
 
 
-def prefix_sample_problems(cat: Catalogue, sample: dict) -> list[str]:
+def prefix_sample_problems(cat: Catalogue, sample: dict[str, Any]) -> list[str]:
     """What differs between a prefix sample's expectation and the prefix read off its line;
     keys not given are expected empty (null, or "" for rank)."""
     row = prefix_columns(pl.DataFrame({"text": [sample["line"]]}), cat).row(0, named=True)

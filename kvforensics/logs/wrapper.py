@@ -115,7 +115,7 @@ def _markers(cat: Catalogue) -> list[str]:
 
 
 def _peel(
-    head: str, forms: tuple[tuple[WrapperForm, re.Pattern], ...]
+    head: str, forms: tuple[tuple[WrapperForm, re.Pattern[str]], ...]
 ) -> tuple[tuple[WrapperForm, ...], str]:
     """The forms that explain `head`, outermost first, and the text none explains."""
     seq: list[WrapperForm] = []

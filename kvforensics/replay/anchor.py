@@ -21,7 +21,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from kvforensics.model import OutOfMemory, PrefillNode, RoundRecord
 from kvforensics.rounds import Rebuild, Round
@@ -89,7 +89,7 @@ class Shift:
             f"against what the rounds since round {self.after} leave)"
         )
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         return {
             "round": self.round,
             "tokens": self.tokens,
@@ -353,7 +353,7 @@ def anchor_run(
     return Anchoring(tuple(shifts), tuple(unmet), after)
 
 
-def _consistent(base, after: int, mark: Anchor, guess: int, check, page: int) -> Iterator:
+def _consistent(base, after: int, mark: Anchor, guess: int, check, page: int) -> Iterator[Any]:
     """Every placement (latest first) and size that meets ``mark``; for a round's pieces
     the latest only (they are many, and close to the event)."""
     for at in _placements(after, mark.round):

@@ -21,14 +21,11 @@ import threading
 from collections import deque
 from operator import attrgetter
 from pathlib import Path
+from typing import Any
 
 from kvforensics.errors import KvfError
 from kvforensics.model.profiles import Profile
 from kvforensics.replay.fidelity import Fidelity, FidelityCheck
-from kvforensics.rounds import Round
-from kvforensics.rounds.compact import pack_time, unpack_time
-from kvforensics.rounds.provenance import Prov
-from kvforensics.rounds.records import Decision, Piece
 from kvforensics.replay.whole_log import (
     Findings,
     WholeLogPass,
@@ -36,6 +33,10 @@ from kvforensics.replay.whole_log import (
     fix_policies,
     is_replayable,
 )
+from kvforensics.rounds import Round
+from kvforensics.rounds.compact import pack_time, unpack_time
+from kvforensics.rounds.provenance import Prov
+from kvforensics.rounds.records import Decision, Piece
 
 #: rounds sent to the second process at a time, and batches it may be behind by
 BATCH, AHEAD = 256, 8
@@ -82,7 +83,7 @@ class Checks:
         """Nothing to stop."""
 
 
-def pack_round(rnd: Round, lens: dict[str, int], late: bool) -> tuple:
+def pack_round(rnd: Round, lens: dict[str, int], late: bool) -> tuple[Any, ...]:
     """What a re-run of ``rnd`` reads, as plain values (``unpack_round`` gives it back)."""
     base = rnd.baseline.value if rnd.baseline is not None else None
     return (
@@ -92,7 +93,7 @@ def pack_round(rnd: Round, lens: dict[str, int], late: bool) -> tuple:
     )  # fmt: skip
 
 
-def unpack_round(row: tuple) -> tuple[Round, dict[str, int], bool]:
+def unpack_round(row: tuple[Any, ...]) -> tuple[Round, dict[str, int], bool]:
     index, t, has_base, base, decisions, pieces, lens, late = row
     rnd = Round(
         index, unpack_time(t), [Decision(*d) for d in decisions],
@@ -114,16 +115,16 @@ class Remote:
     def __init__(self, link: Pipes, cfg, profile: Profile, whole: bool) -> None:
         self._link: Pipes | Here = link
         self._hello = (cfg, profile, whole)
-        self._unready: list[list[tuple]] | None = []  # batches sent before it was ready
+        self._unready: list[list[tuple[Any, ...]]] | None = []  # batches sent before it was ready
         self._put(self._hello)
         self.whole = whole
         self.refused: dict[str, list[tuple[Round, str]]] = {p: [] for p in fix_policies()}
         self.refused_rounds: set[int] = set()
-        self._batch: list[tuple] = []
+        self._batch: list[tuple[Any, ...]] = []
         self._held: dict[int, Round] = {}  # the rounds of the batch being filled
         #: per batch in flight: its first round's index and its rounds by index
         self._sent: deque[tuple[int, dict[int, Round]]] = deque()
-        self._end: tuple | None = None
+        self._end: tuple[Any, ...] | None = None
 
     def add(self, rnd: Round, lens: dict[str, int] | None = None, late: bool = False) -> None:
         if not (is_replayable(rnd) and self.whole) and not (rnd.decisions and not late):
@@ -194,7 +195,7 @@ class Remote:
     def pinned(self) -> list[Round]:
         return [rnd for refused in self.refused.values() for rnd, _ in refused]
 
-    def _ended(self) -> tuple:
+    def _ended(self) -> tuple[Any, ...]:
         """The fidelity record and the findings, once every round sent is checked."""
         if self._end is None:
             self.settle()
@@ -302,7 +303,7 @@ class Here:
     def __init__(self) -> None:
         self._checks: Checks | None = None
         self._known: Known | None = None
-        self._answers: deque = deque()
+        self._answers: deque[Any] = deque()
 
     def answer(self, obj):
         if self._checks is None:  # the sizes first
@@ -335,7 +336,7 @@ def serve(inp, out) -> None:
 
     # A batch is larger than the pipe holds: read ahead in a thread, so that the parent's
     # write returns while this process re-runs the batch before (up to ``AHEAD`` batches).
-    inbox: queue.Queue = queue.Queue(maxsize=AHEAD)
+    inbox: queue.Queue[Any] = queue.Queue(maxsize=AHEAD)
     threading.Thread(target=_read_ahead, args=(inp, inbox), daemon=True).start()
     here = Here()
     try:
@@ -356,7 +357,7 @@ def serve(inp, out) -> None:
             put(Failed(RuntimeError(f"{type(exc).__name__}: {exc}")))
 
 
-def _read_ahead(inp, inbox: queue.Queue) -> None:
+def _read_ahead(inp, inbox: queue.Queue[Any]) -> None:
     """What the parent sends, one object at a time, until None or the end of the pipe
     (then the exception that ended it)."""
     while True:
@@ -370,7 +371,7 @@ def _read_ahead(inp, inbox: queue.Queue) -> None:
             return
 
 
-def _check(checks: Checks, known, batch: list[tuple]) -> list[tuple[int, str, str]]:
+def _check(checks: Checks, known, batch: list[tuple[Any, ...]]) -> list[tuple[int, str, str]]:
     """One batch re-run; the refusals it found as (round, policy, request)."""
     for row in batch:
         rnd, lens, late = unpack_round(row)

@@ -11,6 +11,7 @@ log itself, and is marked so."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from kvforensics.replay.replay import LOWER_BOUND, MAX_ROUNDS, ReplayResult
 from kvforensics.replay.verdict import first_token_delays
@@ -24,7 +25,7 @@ class CostReading:
     #: None without a logged out-of-memory; else whether ``prefix`` reproduces it
     reproduces: bool | None
     ooms: dict[str, tuple[int, str, int] | None]  # policy -> (round, rid, tokens)
-    delays: dict[str, list[dict]]  # policy -> requests whose first token moved
+    delays: dict[str, list[dict[str, Any]]]  # policy -> requests whose first token moved
 
 
 def _same_oom(rr: ReplayResult, got) -> bool | None:

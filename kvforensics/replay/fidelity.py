@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from operator import attrgetter
+from typing import Any
 
 from kvforensics.model.ledger import Step
 from kvforensics.model.profiles import FORK, Profile
@@ -36,7 +37,7 @@ class Mismatch:
     model: object
     where: str | None = None
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         d = {"round": self.round, "rid": self.rid, "field": self.field,
              "logged": self.logged, "model": self.model}  # fmt: skip
         if self.where is not None:
@@ -55,7 +56,7 @@ class Fidelity:
     def with_drops(self, n: int) -> Fidelity:
         return replace(self, unexplained_drops=n)
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         d = {"rounds_checked": self.rounds_checked,
              "mismatches": [m.as_dict() for m in self.mismatches]}  # fmt: skip
         if self.unexplained_drops is not None:

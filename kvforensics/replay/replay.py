@@ -7,6 +7,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 
@@ -102,7 +103,7 @@ class ReplayResult:
         return next((c for c in self.causes if c.id == cid), None)
 
     @property
-    def observed_oom(self) -> dict | None:
+    def observed_oom(self) -> dict[str, Any] | None:
         o = self.rebuild.oom
         if not o:
             return None
@@ -119,7 +120,7 @@ class ReplayResult:
             return EXIT_MISMATCH
         return EXIT_OK
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         cfg = {k: v.as_dict() for k, v in self.rebuild.config.items()}
         policies = {}
         base = self.results.get("prefix")
@@ -156,7 +157,7 @@ class ReplayResult:
             } if self.anchoring else None,
         }
 
-    def _root_cause(self) -> dict | None:
+    def _root_cause(self) -> dict[str, Any] | None:
         """The ``unreserved_tail`` figures, when that story holds."""
         tail = self.cause("unreserved_tail")
         if tail is None or not tail.held:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field
+from typing import Any
 
 import polars as pl
 
@@ -44,7 +45,7 @@ class ObservedOom:
     where: str
     exception: str | None = None
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         full = self.readings[0] if self.readings else PoolReading("full")
         return {
             "phase": self.phase,
@@ -70,7 +71,7 @@ class NodeKind:
     kind: str  # pd_prefill | decode | colocated | prefill | unknown
     evidence: list[str]
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         return {"kind": self.kind, "evidence": self.evidence}
 
 
@@ -81,11 +82,11 @@ class StockAnalysis:
     pool: Prov
     chunk_size: Prov | None
     ooms: list[ObservedOom]
-    retractions: dict
-    crashes: list[dict]
-    trend: dict
+    retractions: dict[str, Any]
+    crashes: list[dict[str, Any]]
+    trend: dict[str, Any]
     needed_lines: list[str]
-    contradictions: list[dict] = field(default_factory=list)
+    contradictions: list[dict[str, Any]] = field(default_factory=list)
     #: the release the lines tell and the profile it names (``replay/profile_choice.py``)
     profile: object | None = None
 
@@ -100,7 +101,7 @@ class StockAnalysis:
         """0, or 3 when the lines contradict each other (as for a fork's log)."""
         return 3 if self.contradictions else 0
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         fatal = self.fatal.as_dict() if self.fatal else None
         return {
             "mode": self.mode,
@@ -128,13 +129,13 @@ NOT_REBUILT = (
 )
 
 
-def _time(ev: dict) -> str | None:
+def _time(ev: dict[str, Any]) -> str | None:
     if ev.get("time") is not None:
         return ev["time"].isoformat(sep=" ")
     return ev["clock"].isoformat() if ev.get("clock") is not None else None
 
 
-def _readings(ev: dict) -> tuple[PoolReading, ...]:
+def _readings(ev: dict[str, Any]) -> tuple[PoolReading, ...]:
     out = []
     for pool, p in POOLS:
         r = PoolReading(
@@ -215,7 +216,7 @@ def node_kind(events: pl.DataFrame) -> NodeKind:
     return NodeKind("unknown", ["no batch line and no out-of-memory with a phase"])
 
 
-def pool_size(events: pl.DataFrame, given: int | None, notes: list[dict]) -> Prov:
+def pool_size(events: pl.DataFrame, given: int | None, notes: list[dict[str, Any]]) -> Prov:
     """max_total_num_tokens from the startup line (or the flag), else bounded by the
     decode lines: `#token` used at `token usage` printed with two decimals."""
     bounds = _pool_bounds(events)
@@ -271,7 +272,7 @@ def _pool_bounds(events: pl.DataFrame) -> tuple[int, int, int] | None:
     return math.ceil(lo - 1e-9), upper, d.height
 
 
-def retractions(events: pl.DataFrame) -> dict:
+def retractions(events: pl.DataFrame) -> dict[str, Any]:
     r = _kinds(events, "retract")
     out = {"count": r.height, "requests": None, "ranks": [], "first": None, "last": None}
     if not r.height:
@@ -305,7 +306,7 @@ CRASH_KINDS = {
 }
 
 
-def crash_kind(ev: dict) -> tuple[str, str | None]:
+def crash_kind(ev: dict[str, Any]) -> tuple[str, str | None]:
     """(kind, device allocator) of a crash event: a signal or kill, a device allocator's
     out-of-memory, the request-slot pool's, or another exception. KV-pool
     out-of-memories are `oom` events, never crashes."""
@@ -321,7 +322,7 @@ def crash_kind(ev: dict) -> tuple[str, str | None]:
     return "exception", None
 
 
-def crashes(events: pl.DataFrame) -> list[dict]:
+def crashes(events: pl.DataFrame) -> list[dict[str, Any]]:
     out = []
     for ev in _kinds(events, "crash").iter_rows(named=True):
         kind, device = crash_kind(ev)
@@ -352,7 +353,7 @@ def needed_lines(cat: Catalogue) -> list[str]:
     ]
 
 
-def _check_against_ooms(pool: Prov, ooms: list[ObservedOom], notes: list[dict]) -> Prov:
+def _check_against_ooms(pool: Prov, ooms: list[ObservedOom], notes: list[dict[str, Any]]) -> Prov:
     """Free + evictable of the full pool never exceeds the pool: above it is a
     contradiction; with no size known, the largest is a lower bound."""
     seen = [(o.readings[0].total(), o.where) for o in ooms if o.readings[0].total() is not None]
@@ -418,7 +419,7 @@ def analyse_stock(
     files is a scheduler's (no event and no line with its prefix)."""
     require_scheduler_log(summary)
     overrides = overrides or {}
-    notes: list[dict] = []
+    notes: list[dict[str, Any]] = []
     ooms = observed_ooms(events)
     chunk = _chunk_size(events, overrides.get("chunked_prefill_size"))
     fatal = ooms[-1].where if ooms else None

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from kvforensics.causes import IDS, Cause, in_order
 from kvforensics.causes.tail import root_cause
 from kvforensics.causes.tail import story as tail_story
@@ -11,7 +13,7 @@ from kvforensics.replay.holds import HoldsFor
 __all__ = ["first_token_delays", "root_cause", "verdict_text"]
 
 
-def first_token_delays(base: RunResult, other: RunResult) -> list[dict]:
+def first_token_delays(base: RunResult, other: RunResult) -> list[dict[str, Any]]:
     """Per request: when its prefill finished under each policy, and the difference."""
     out = []
     for rid, req in other.requests.items():
@@ -35,9 +37,9 @@ def first_token_delays(base: RunResult, other: RunResult) -> list[dict]:
 
 
 def verdict_text(
-    rc: dict | None,
-    observed: dict | None,
-    results: dict,
+    rc: dict[str, Any] | None,
+    observed: dict[str, Any] | None,
+    results: dict[str, Any],
     causes: list[Cause] | None = None,
     holds: dict[str, HoldsFor] | None = None,
 ) -> list[str]:
@@ -82,6 +84,6 @@ def verdict_text(
     return lines
 
 
-def _tail_only(rc: dict) -> Cause:
+def _tail_only(rc: dict[str, Any]) -> Cause:
     return Cause("unreserved_tail", bool(rc.get("intruder_rid")), "", round=rc.get("round"),
                  story=tail_story(rc))

@@ -9,6 +9,7 @@ adder's arithmetic stays in ``kvforensics.model``.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+from typing import Any
 
 from kvforensics.model import POLICIES, OutOfMemory, Timing
 from kvforensics.model.ledger import Step
@@ -85,7 +86,7 @@ class WholeLog:
         """The least margin; the earliest round among equals."""
         return min(self.margins, key=lambda m: (m.margin, m.round), default=None)
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         tight = self.tightest()
         return {
             "gap_admissions": [asdict(g) for g in self.gap_admissions],
@@ -198,7 +199,7 @@ class Margins:
         self.rows.push(rnd.index, pack_time(rnd.time), left, tails, oom)
 
     @staticmethod
-    def _margin(row: tuple) -> Margin:
+    def _margin(row: tuple[Any, ...]) -> Margin:
         index, t, left, tails, oom = row
         at = unpack_time(t)
         when = at.isoformat(sep=" ") if at is not None else None

@@ -15,7 +15,7 @@ Two kinds of chain are reduced:
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from kvforensics.errors import InputError
 from kvforensics.model import OutOfMemory, RunResult, Step
@@ -50,7 +50,7 @@ class Chain(NamedTuple):
     outside: tuple[tuple[int, int], ...] = ()
     fix_oom: OutOfMemory | None = None
 
-    def shape(self) -> tuple:
+    def shape(self) -> tuple[Any, ...]:
         """What a reduction must keep: the kind, the truncating call, whether the intruder
         loads back, and that the truncated (or starved) request is the one that runs out."""
         if self.link is None:

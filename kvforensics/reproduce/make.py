@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from kvforensics.errors import InputError
 from kvforensics.model import POLICIES
@@ -56,7 +57,7 @@ class Reproducer:
             f"KVF_ADDER_FIX=tail {here} {test}  # passes: the tail charged",
         ]
 
-    def summary(self) -> dict:
+    def summary(self) -> dict[str, Any]:
         c, o = self.shrunk.case, self.shrunk.original
         return {
             "requests": len(c.requests()),
@@ -68,7 +69,7 @@ class Reproducer:
             "seconds": round(self.shrunk.seconds, 3),
         }
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         return {
             "source": self.source,
             "target": self.target,

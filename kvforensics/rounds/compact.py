@@ -11,6 +11,7 @@ import weakref
 from array import array
 from collections.abc import Iterator
 from datetime import datetime, timedelta
+from typing import Any
 
 _EPOCH = datetime(1970, 1, 1)
 _US = timedelta(microseconds=1)
@@ -43,7 +44,7 @@ class Spool:
         self.codes, self.chunk = codes, chunk or CHUNK
         # NOTE: the step divides the chunk, so the columns reach it exactly
         self._step = math.gcd(self.chunk, STEP)
-        self._pending: list[tuple] = []  # a tuple append is cheaper than an array's per column
+        self._pending: list[tuple[Any, ...]] = []  # a tuple[Any, ...] append is cheaper than an array's per column
         self._cols = self._empty()
         self._file = None
         self._written = 0  # rows in the file, in blocks of ``chunk``
@@ -103,6 +104,6 @@ class Spool:
         if len(self._cols[0]):
             yield self._cols
 
-    def rows(self) -> Iterator[tuple]:
+    def rows(self) -> Iterator[tuple[Any, ...]]:
         for cols in self.chunks():
             yield from zip(*cols, strict=True)

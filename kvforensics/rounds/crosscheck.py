@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 import polars as pl
 
@@ -65,7 +66,7 @@ class RoundKeys:
             keys.add(r, keep=True)
         return keys
 
-    def _key(self, row: tuple) -> Key:
+    def _key(self, row: tuple[Any, ...]) -> Key:
         index, t, tokens, rids, _ = row
         return Key(index, unpack_time(t), tokens, rids, self.kept.get(index))
 
@@ -76,13 +77,13 @@ class RoundKeys:
         return [self._key(row) for row in self._rows.rows() if not row[4]]
 
 
-def _align(rounds: list[Key], lines: list[dict], same) -> list[tuple[Key | None, dict | None]]:
+def _align(rounds: list[Key], lines: list[dict[str, Any]], same) -> list[tuple[Key | None, dict[str, Any] | None]]:
     """Pair rounds with another rank's lines from the end of the logs backwards (every
     rank's log ends at the same crash), by content: where a pair disagrees, a round or a
     line that the next few would match is skipped, so one extra or missing round stays a
     local finding instead of shifting every pair before it. ``same(round, line)`` says
     whether they agree. Unpaired items come back with None on the other side."""
-    out: list[tuple[Key | None, dict | None]] = []
+    out: list[tuple[Key | None, dict[str, Any] | None]] = []
     i, j = len(rounds) - 1, len(lines) - 1
     while i >= 0 and j >= 0:
         if same(rounds[i], lines[j]):
@@ -120,7 +121,7 @@ def _resync(rounds, lines, i, j, same, reach: int = 3, run: int = 3):
     return None
 
 
-def _seconds_apart(rnd: Key, line: dict) -> float | None:
+def _seconds_apart(rnd: Key, line: dict[str, Any]) -> float | None:
     if rnd.time is None or line.get("time") is None:
         return None
     return abs((line["time"] - rnd.time).total_seconds())
@@ -152,17 +153,17 @@ def _within(t, span) -> bool:
 NEAR_S = 5
 
 
-def _near(rnd: Key, line: dict) -> bool:
+def _near(rnd: Key, line: dict[str, Any]) -> bool:
     gap = _seconds_apart(rnd, line)
     return gap is None or gap <= NEAR_S
 
 
-def _span(items: list, time_of) -> tuple | None:
+def _span(items: list[Any], time_of) -> tuple[Any, ...] | None:
     times = [t for t in map(time_of, items) if t is not None]
     return (min(times), max(times)) if times else None
 
 
-def _pairs(rb: Rebuild, rank: str, what: str, rounds: list[Key], lines: list[dict], same):
+def _pairs(rb: Rebuild, rank: str, what: str, rounds: list[Key], lines: list[dict[str, Any]], same):
     """Aligned pairs of both sides; the unpaired ones inside the other side's time span are
     findings."""
     pairs = _align(rounds, lines, same)
@@ -275,7 +276,7 @@ def cross_check(
     return added
 
 
-def _check_batches(rb: Rebuild, keys: RoundKeys, rank: str, lines: list[dict]) -> list[Round]:
+def _check_batches(rb: Rebuild, keys: RoundKeys, rank: str, lines: list[dict[str, Any]]) -> list[Round]:
     extra = len(lines) - len(keys.forwarded())
     added: list[Round] = []
     if extra > 0 and rb.pending:
@@ -288,7 +289,7 @@ def _check_batches(rb: Rebuild, keys: RoundKeys, rank: str, lines: list[dict]) -
         for r in added:
             keys.add(r, keep=True)
 
-    def same(rnd: Key, b: dict) -> bool:
+    def same(rnd: Key, b: dict[str, Any]) -> bool:
         return b.get("new_token") == rnd.new_tokens and _near(rnd, b)
 
     for key, b in _pairs(rb, rank, "batch line", keys.forwarded(), lines, same):
@@ -318,13 +319,13 @@ def _check_batches(rb: Rebuild, keys: RoundKeys, rank: str, lines: list[dict]) -
     return added
 
 
-def _misfits(rounds: list[Key], lines: list[dict], same) -> int:
+def _misfits(rounds: list[Key], lines: list[dict[str, Any]], same) -> int:
     """How many rounds and lines an alignment leaves unpaired or disagreeing."""
     return sum(r is None or ln is None or not same(r, ln) for r, ln in _align(rounds, lines, same))
 
 
-def _check_plans(rb: Rebuild, keys: RoundKeys, rank: str, lines: list[dict]) -> None:
-    def same(rnd: Key, p: dict) -> bool:
+def _check_plans(rb: Rebuild, keys: RoundKeys, rank: str, lines: list[dict[str, Any]]) -> None:
+    def same(rnd: Key, p: dict[str, Any]) -> bool:
         return (
             rnd.same_rids(list(p["rids"] or []))
             and p["extend_tokens"] == rnd.new_tokens

@@ -16,6 +16,7 @@ from bisect import bisect_left
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
 import polars as pl
 
@@ -49,9 +50,9 @@ class Rebuild:
 
     #: the request still chunked when the deciding rank's log ends, with the baseline
     #: its last round left (its later rounds may be silent)
-    pending: tuple | None = None
+    pending: tuple[Any, ...] | None = None
     #: falls of the baseline that only silent rounds' evidence shows (``continuity.Drop``)
-    drops: list = field(default_factory=list)
+    drops: list[Any] = field(default_factory=list[Any])
 
     def round_at(self, index: int) -> Round | None:
         """The round with this index, if it is held (a streamed replay keeps only some)."""
@@ -74,7 +75,7 @@ class Rebuild:
             added += 1
         return added
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         return {
             "config": {k: v.as_dict() for k, v in self.config.items()},
             "rank": self.rank,
@@ -276,7 +277,7 @@ def _sizes(cfg: Config, piece: Piece, seq: int, base: int) -> bool:
     return _chunk_step(cfg, piece.start, seq, base)[0] == piece.end
 
 
-def _reconcile_oom(cfg: Config, out: list[Round], seq: int, shrinks: dict, drops: list) -> None:
+def _reconcile_oom(cfg: Config, out: list[Round], seq: int, shrinks: dict[str, Any], drops: list[Any]) -> None:
     """The out-of-memory line prints what was left (free + evictable) when the chunked
     request resumed alone: an observed baseline. Below what the rounds since the last
     observed one leave, the difference was taken outside the adder. Walking back from it
@@ -327,7 +328,7 @@ def _reconcile_oom(cfg: Config, out: list[Round], seq: int, shrinks: dict, drops
     ]))
 
 
-def _shrink_drops(cfg: Config, out: dict[int, Round], shrinks: dict) -> list[Drop]:
+def _shrink_drops(cfg: Config, out: dict[int, Round], shrinks: dict[str, Any]) -> list[Drop]:
     """Silent rounds whose AS write ends before what the assumed baseline allows, with no
     out-of-memory line to pin it: the baseline was lower, by an amount the piece brackets
     (its end is where ``min(chunk, rem_total)`` landed after alignment)."""
@@ -350,7 +351,7 @@ def _shrink_drops(cfg: Config, out: dict[int, Round], shrinks: dict) -> list[Dro
     return found
 
 
-def _impossible_baselines(cfg: Config, out: list[Round], contradictions: list) -> None:
+def _impossible_baselines(cfg: Config, out: list[Round], contradictions: list[Any]) -> None:
     """A baseline below 0 or above the pool is a contradiction, never a rebuilt value."""
     for r in out:
         for name in ("baseline", "baseline_end"):
@@ -402,13 +403,13 @@ class Rebuilder:
         self._printed_at: datetime | None = None
 
     # -- what the stream sees -------------------------------------------------
-    def stream(self, rows: Iterable[tuple]) -> Iterator[Round]:
+    def stream(self, rows: Iterable[tuple[Any, ...]]) -> Iterator[Round]:
         """Rebuilt rounds as the deciding rank's events come (in line order)."""
         for ev in rows:
             yield from self.feed(ev)
         yield from self.finish()
 
-    def feed(self, ev: tuple) -> list[Round]:
+    def feed(self, ev: tuple[Any, ...]) -> list[Round]:
         """One event; the rounds it completed (usually none, at most a few)."""
         raw = self.segmenter.feed(ev)
         if self.block is None and self.segmenter.first_write is not None:
@@ -455,7 +456,7 @@ class Rebuilder:
         out, self._out = self._out, []
         return out
 
-    def pending(self) -> tuple | None:
+    def pending(self) -> tuple[Any, ...] | None:
         """The chunked request left when the log ends (no out of memory), for other ranks'
         lines to extend."""
         return (self.chunked, self.base_end) if self.chunked and self.oom is None else None
@@ -813,7 +814,7 @@ class Rebuilder:
         return (pinned, True) if pinned is not None else (start, False)
 
 
-def deciding_rows(frame: pl.DataFrame, rank: str) -> Iterator[tuple]:
+def deciding_rows(frame: pl.DataFrame, rank: str) -> Iterator[tuple[Any, ...]]:
     """The rebuild's events of ``rank`` in one event frame, as rows in line order."""
     ev = frame.filter(pl.col("kind").is_in(KINDS) & (pl.col("rank") == rank))
     return rows_of(ev.sort(["file", "line"]))

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from datetime import datetime
 from itertools import repeat
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import polars as pl
 
@@ -104,7 +104,7 @@ _WHERE = pl.concat_str(
 ).alias("where")  # fmt: skip
 
 
-def rows_of(frame: pl.DataFrame) -> Iterator[tuple]:
+def rows_of(frame: pl.DataFrame) -> Iterator[tuple[Any, ...]]:
     """A frame of rebuild events (of the kinds in ``KINDS``) as rows, in its order."""
     if not frame.height:
         return iter(())
@@ -112,7 +112,7 @@ def rows_of(frame: pl.DataFrame) -> Iterator[tuple]:
     kinds = frame["kind"].unique(maintain_order=True).to_list()
     if len(kinds) == 1:
         return iter(_rows(frame, ROW[kinds[0]]))
-    out: list = [None] * frame.height
+    out: list[Any] = [None] * frame.height
     numbered = frame.with_row_index("_row")
     for kind in kinds:
         part = numbered.filter(pl.col("kind") == kind)
@@ -137,7 +137,7 @@ def _fold_results(frame: pl.DataFrame) -> pl.DataFrame:
     return frame.filter(~pl.col("_folded")).drop("_folded")
 
 
-def _rows(frame: pl.DataFrame, row: type) -> list[tuple]:
+def _rows(frame: pl.DataFrame, row: type) -> list[tuple[Any, ...]]:
     cols = [
         _WHERE if f == "where" else pl.col(f) if f in frame.columns else pl.lit(None).alias(f)
         for f in row._fields

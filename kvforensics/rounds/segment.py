@@ -8,6 +8,8 @@ is complete when the next one starts, so one round of lookahead is all this need
 
 from __future__ import annotations
 
+from typing import Any
+
 from kvforensics.model import Config
 from kvforensics.rounds.records import Decision, LoggedOom, Round
 from kvforensics.rounds.rows import FIELDS, KINDS, Check, Oom, Write, rows_of
@@ -48,7 +50,7 @@ class Segmenter:
         done, self.cur = self.cur, None
         return done
 
-    def feed(self, ev: tuple) -> Round | None:
+    def feed(self, ev: tuple[Any, ...]) -> Round | None:
         kind = ev.kind
         if kind == "adder_check":
             return self._check(ev)

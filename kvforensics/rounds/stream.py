@@ -15,6 +15,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 
@@ -132,7 +133,7 @@ class LogStream:
     hold: bool = False
     unreplayable: pl.DataFrame | None = None
     #: each rank's time span, gathered as the frames pass
-    spans: dict = field(default_factory=dict)
+    spans: dict[str, Any] = field(default_factory=dict[str, Any])
     summary: ParseSummary = field(default_factory=ParseSummary)
     cfg: Config | None = None
     config: dict[str, Prov] = field(default_factory=dict)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 
@@ -36,7 +37,7 @@ class Fleet:
         rows = [{"node": n.node, **g} for n in self.nodes for g in n.as_dict()["gap_admissions"]]
         return pl.DataFrame(rows, schema=GAP_SCHEMA)
 
-    def totals(self) -> dict:
+    def totals(self) -> dict[str, Any]:
         ok = [n for n in self.nodes if n.error is None]
         d = [n.as_dict() for n in ok]
         refused: dict[str, int] = {}
@@ -63,7 +64,7 @@ class Fleet:
             "contradictions": sum(n.contradictions for n in ok),
         }
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         return {
             "nodes": [n.as_dict() for n in self.nodes],
             "unreadable": [{"path": p, "reason": r} for p, r in self.problems],
@@ -110,7 +111,7 @@ GAP_SCHEMA = {
 }
 
 
-def _node_row(n: NodeScan) -> dict:
+def _node_row(n: NodeScan) -> dict[str, Any]:
     d = n.as_dict()
     oom = d["ooms"][0] if d["ooms"] else {}
     tight = d["tightest_margin"] or {}

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
-from kvforensics.replay.whole_log import GapAdmission, Margin, Refusal, WholeLog
+from kvforensics.replay.whole_log import WholeLog
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,7 +28,7 @@ class NodeScan:
     bytes_read: int = 0
     rounds: int = 0
     logged_rounds: int = 0
-    ooms: tuple[dict, ...] = ()
+    ooms: tuple[dict[str, Any], ...] = ()
     whole_log: WholeLog | None = None
     fidelity_rounds: int = 0
     mismatches: int = 0
@@ -35,7 +36,7 @@ class NodeScan:
     exit_code: int = 0
     notes: tuple[str, ...] = field(default_factory=tuple)
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         wl = self.whole_log.as_dict() if self.whole_log else None
         return {
             "node": self.node,

@@ -8,15 +8,16 @@ import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from kvforensics.errors import KvfError
 from kvforensics.logs.source import check_readable
 from kvforensics.model import POLICIES
 from kvforensics.replay.stock import StockAnalysis
+from kvforensics.replay.whole_log import FIXES, whole_log
 from kvforensics.rounds.stream import Narrow
 from kvforensics.scan.discover import is_url
 from kvforensics.scan.records import NodeScan, NodeSpec
-from kvforensics.replay.whole_log import FIXES, whole_log
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,13 +161,13 @@ def _stock(spec: NodeSpec, a: StockAnalysis, unreadable) -> NodeScan:
     )
 
 
-def _ooms(rr) -> tuple[dict, ...]:
+def _ooms(rr) -> tuple[dict[str, Any], ...]:
     o = rr.observed_oom
     if not o:
         return ()
     return ({**o, "reproduced": rr.reproduced, "causes": held_causes(rr)},)
 
 
-def held_causes(rr) -> list[dict]:
+def held_causes(rr) -> list[dict[str, Any]]:
     """The cause catalogue's held findings (``id``, ``summary``, ``round``)."""
     return [{"id": c.id, "summary": c.summary, "round": c.round} for c in rr.causes if c.held]

@@ -7,7 +7,7 @@ only says what each value may be on its own."""
 from __future__ import annotations
 
 from dataclasses import MISSING, fields
-from typing import Annotated, get_type_hints
+from typing import Annotated, Any, get_type_hints
 
 from pydantic import (
     BaseModel,
@@ -147,7 +147,7 @@ class ScenarioFile(_Strict):
         return v
 
 
-def validate_scenario(data: dict, name: str) -> ScenarioFile:
+def validate_scenario(data: dict[str, Any], name: str) -> ScenarioFile:
     """The scenario's tables, typed; one line naming the first bad field otherwise."""
     try:
         return ScenarioFile.model_validate(data)
