@@ -66,8 +66,8 @@ class BatchRounds:
 
 def _time(ev: dict[str, Any]) -> str | None:
     if ev.get("time") is not None:
-        return ev["time"].isoformat(sep=" ")
-    return ev["clock"].isoformat() if ev.get("clock") is not None else None
+        return str(ev["time"].isoformat(sep=" "))
+    return str(ev["clock"].isoformat()) if ev.get("clock") is not None else None
 
 
 def batch_rounds(events: pl.DataFrame, rank: str | None = None) -> BatchRounds:

@@ -24,7 +24,7 @@ class Prov:
     interval: tuple[int, int] | None = None
 
     def as_dict(self) -> dict[str, Any]:
-        d = {"value": self.value, "provenance": self.provenance, "evidence": self.evidence}
+        d: dict[str, Any] = {"value": self.value, "provenance": self.provenance, "evidence": self.evidence}
         if self.interval is not None:
             d["interval"] = list(self.interval)
         return d

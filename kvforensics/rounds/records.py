@@ -67,7 +67,7 @@ class Decision:
     start: int | None = None
     end: int | None = None
     result: str | None = None
-    loaded: int = 0
+    loaded: int | None = 0  # None: the load-back line's number was unreadable
 
     def load_back_slots(self, cfg: Config) -> int:
         """Slots the load-back took: whole pages after the device prefix."""

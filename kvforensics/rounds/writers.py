@@ -16,7 +16,7 @@ from kvforensics.rounds.records import Round
 SUFFIXES = (".ndjson", ".parquet")
 #: rounds per Parquet part
 BATCH = 20_000
-PIECE_SCHEMA = {
+PIECE_SCHEMA: dict[str, pl.DataType | type[pl.DataType]] = {
     "round": pl.Int64,
     "time": pl.Datetime("us"),
     "observed": pl.Boolean,
