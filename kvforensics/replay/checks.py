@@ -19,15 +19,20 @@ import subprocess
 import sys
 import threading
 from collections import deque
+from collections.abc import Iterable
 from operator import attrgetter
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from kvforensics.errors import KvfError
+from kvforensics.model import Config
 from kvforensics.model.profiles import Profile
 from kvforensics.replay.fidelity import Fidelity, FidelityCheck
+from kvforensics.replay.state import Sizes
 from kvforensics.replay.whole_log import (
     Findings,
+    Replayed,
+    WholeLog,
     WholeLogPass,
     complete,
     fix_policies,
@@ -51,7 +56,7 @@ class Checks:
     """The re-runs in this process. ``known``: the configuration and the live prompt
     lengths (``Known``); ``whole``: gather the whole-log findings too."""
 
-    def __init__(self, known, profile: Profile, whole: bool) -> None:
+    def __init__(self, known: Sizes, profile: Profile, whole: bool) -> None:
         self.fidelity = FidelityCheck(known, profile=profile)
         self.wholelog = WholeLogPass(known, profile) if whole else None
 
@@ -75,7 +80,7 @@ class Checks:
     def result(self) -> Fidelity:
         return self.fidelity.result()
 
-    def finish(self, rr, per_round: float):
+    def finish(self, rr: Replayed, per_round: float) -> WholeLog | None:
         """The whole-log findings (None when not gathered); ``rr``: the replay."""
         return self.wholelog.finish(rr, per_round) if self.wholelog is not None else None
 
@@ -112,7 +117,7 @@ class Remote:
     says it is ready is replaced by the same work in this process (``Here``), the batches
     sent so far given again; one that stops later is an error."""
 
-    def __init__(self, link: Pipes, cfg, profile: Profile, whole: bool) -> None:
+    def __init__(self, link: Pipes, cfg: Config, profile: Profile, whole: bool) -> None:
         self._link: Pipes | Here = link
         self._hello = (cfg, profile, whole)
         self._unready: list[list[tuple[Any, ...]]] | None = []  # batches sent before it was ready
@@ -124,7 +129,7 @@ class Remote:
         self._held: dict[int, Round] = {}  # the rounds of the batch being filled
         #: per batch in flight: its first round's index and its rounds by index
         self._sent: deque[tuple[int, dict[int, Round]]] = deque()
-        self._end: tuple[Any, ...] | None = None
+        self._end: tuple[Fidelity, Findings | None] | None = None
 
     def add(self, rnd: Round, lens: dict[str, int] | None = None, late: bool = False) -> None:
         if not (is_replayable(rnd) and self.whole) and not (rnd.decisions and not late):
@@ -151,13 +156,14 @@ class Remote:
             self.refused[policy].append((rounds[index], rid))
             self.refused_rounds.add(index)
 
-    def _put(self, obj) -> None:
+    def _put(self, obj: object) -> None:
         try:
             self._link.put(obj)
         except Gone:
             self._here()
 
-    def _get(self):
+    def _get(self) -> Any:
+        """The next answer (what the second process pickled)."""
         while True:
             try:
                 got = self._link.get()
@@ -173,6 +179,7 @@ class Remote:
 
     def _here(self) -> None:
         """The second process stopped: before it was ready, its work goes on here."""
+        assert isinstance(self._link, Pipes)  # only the second process's pipes break
         if self._unready is None:
             raise self._link.stopped()
         self._link.close()
@@ -195,7 +202,7 @@ class Remote:
     def pinned(self) -> list[Round]:
         return [rnd for refused in self.refused.values() for rnd, _ in refused]
 
-    def _ended(self) -> tuple[Any, ...]:
+    def _ended(self) -> tuple[Fidelity, Findings | None]:
         """The fidelity record and the findings, once every round sent is checked."""
         if self._end is None:
             self.settle()
@@ -207,7 +214,7 @@ class Remote:
     def result(self) -> Fidelity:
         return self._ended()[0]
 
-    def finish(self, rr, per_round: float):
+    def finish(self, rr: Replayed, per_round: float) -> WholeLog | None:
         found: Findings | None = self._ended()[1]
         return complete(rr, found, self.refused, per_round) if found is not None else None
 
@@ -234,14 +241,16 @@ class Pipes:
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=_env(),
         )  # fmt: skip
 
-    def put(self, obj) -> None:
+    def put(self, obj: object) -> None:
+        assert self.proc.stdin is not None and self.proc.stdout is not None  # both piped
         try:
             pickle.dump(obj, self.proc.stdin, protocol=pickle.HIGHEST_PROTOCOL)
             self.proc.stdin.flush()
         except (OSError, ValueError):  # a broken pipe, or one already closed
             raise Gone from None
 
-    def get(self):
+    def get(self) -> Any:
+        assert self.proc.stdout is not None  # piped
         try:
             return pickle.load(self.proc.stdout)
         except (EOFError, OSError, ValueError, pickle.UnpicklingError):
@@ -261,7 +270,8 @@ class Pipes:
         """Stop it (it exits by itself once its input ends)."""
         for f in (self.proc.stdin, self.proc.stdout):
             with contextlib.suppress(OSError):  # a pipe the second process broke
-                f.close()
+                if f is not None:
+                    f.close()
         try:
             self.proc.wait(5)
         except subprocess.TimeoutExpired:
@@ -305,7 +315,8 @@ class Here:
         self._known: Known | None = None
         self._answers: deque[Any] = deque()
 
-    def answer(self, obj):
+    def answer(self, obj: Any) -> Any:
+        """What the parent sent (unpickled): the sizes, a batch, or None at the end."""
         if self._checks is None:  # the sizes first
             cfg, profile, whole = obj
             self._known = Known(cfg, {})
@@ -314,23 +325,24 @@ class Here:
         if obj is None:
             wl = self._checks.wholelog
             return self._checks.result(), wl.findings() if wl is not None else None
+        assert self._known is not None  # set with the checks
         return _check(self._checks, self._known, obj)
 
-    def put(self, obj) -> None:
+    def put(self, obj: object) -> None:
         self._answers.append(self.answer(obj))
 
-    def get(self):
+    def get(self) -> Any:
         return self._answers.popleft()
 
     def close(self) -> None:
         """Nothing to stop."""
 
 
-def serve(inp, out) -> None:
+def serve(inp: IO[bytes], out: IO[bytes]) -> None:
     """The second process: ``Here`` on its standard input and output."""
     from kvforensics.collector import fewer_collections
 
-    def put(obj) -> None:
+    def put(obj: object) -> None:
         pickle.dump(obj, out, protocol=pickle.HIGHEST_PROTOCOL)
         out.flush()
 
@@ -357,7 +369,7 @@ def serve(inp, out) -> None:
             put(Failed(RuntimeError(f"{type(exc).__name__}: {exc}")))
 
 
-def _read_ahead(inp, inbox: queue.Queue[Any]) -> None:
+def _read_ahead(inp: IO[bytes], inbox: queue.Queue[Any]) -> None:
     """What the parent sends, one object at a time, until None or the end of the pipe
     (then the exception that ended it)."""
     while True:
@@ -371,7 +383,7 @@ def _read_ahead(inp, inbox: queue.Queue[Any]) -> None:
             return
 
 
-def _check(checks: Checks, known, batch: list[tuple[Any, ...]]) -> list[tuple[int, str, str]]:
+def _check(checks: Checks, known: Known, batch: list[tuple[Any, ...]]) -> list[tuple[int, str, str]]:
     """One batch re-run; the refusals it found as (round, policy, request)."""
     for row in batch:
         rnd, lens, late = unpack_round(row)
@@ -390,18 +402,20 @@ def _check(checks: Checks, known, batch: list[tuple[Any, ...]]) -> list[tuple[in
 class Known:
     """What a model node at a round needs besides the round: the sizes and prompt lengths."""
 
-    def __init__(self, cfg, seq_lens: dict[str, int]) -> None:
+    def __init__(self, cfg: Config, seq_lens: dict[str, int]) -> None:
         self.cfg, self.seq_lens = cfg, seq_lens
 
 
-def make_checks(known, profile: Profile, whole: bool, link: Pipes | None = None):
+def make_checks(
+    known: Sizes, profile: Profile, whole: bool, link: Pipes | None = None
+) -> Checks | Remote:
     """``link``: a second process (``start``) to run the re-runs in; else here."""
     if link is not None:
         return Remote(link, known.cfg, profile, whole)
     return Checks(known, profile, whole)
 
 
-def default_jobs(paths) -> int:
+def default_jobs(paths: Iterable[str | Path]) -> int:
     """2 for logs of ``REMOTE_BYTES`` or more on a machine with two CPUs or more, else 1."""
     if (os.cpu_count() or 1) < 2:
         return 1

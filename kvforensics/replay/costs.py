@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from kvforensics.model import OutOfMemory
 from kvforensics.replay.replay import LOWER_BOUND, MAX_ROUNDS, ReplayResult
 from kvforensics.replay.verdict import first_token_delays
 
@@ -28,7 +29,7 @@ class CostReading:
     delays: dict[str, list[dict[str, Any]]]  # policy -> requests whose first token moved
 
 
-def _same_oom(rr: ReplayResult, got) -> bool | None:
+def _same_oom(rr: ReplayResult, got: OutOfMemory | None) -> bool | None:
     o = rr.observed_oom
     if o is None:
         return None
@@ -40,7 +41,7 @@ def _same_oom(rr: ReplayResult, got) -> bool | None:
     )
 
 
-def _fits(rr: ReplayResult, got, seconds: float) -> bool | None:
+def _fits(rr: ReplayResult, got: OutOfMemory | None, seconds: float) -> bool | None:
     same = _same_oom(rr, got)
     lower = rr.transfer.alternatives.get(LOWER_BOUND) if rr.transfer else None
     return same if same is None or lower is None else same and seconds >= lower

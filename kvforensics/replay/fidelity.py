@@ -9,7 +9,8 @@ from typing import Any
 
 from kvforensics.model.ledger import Step
 from kvforensics.model.profiles import FORK, Profile
-from kvforensics.rounds import Round
+from kvforensics.replay.state import Sizes, node_at
+from kvforensics.rounds import Rebuild, Round
 
 #: logged field -> ledger column
 FIELDS = {
@@ -92,7 +93,7 @@ def compare(rnd: Round, steps: list[Step]) -> list[Mismatch]:
 class FidelityCheck:
     """Fed one rebuilt round at a time; ``result()`` is the record."""
 
-    known: object  # cfg and seq_lens (a ``Rebuild`` or the stream's own)
+    known: Sizes  # cfg and seq_lens (a ``Rebuild`` or the stream's own)
     policy: str = "prefix"
     profile: Profile = FORK
     checked: int = 0
@@ -105,10 +106,9 @@ class FidelityCheck:
             return
         self.checked += 1
         if steps is None:
-            from kvforensics.replay.state import node_at
-
             node = node_at(self.known, rnd, self.policy, profile=self.profile, ops=False)
             node.batch()
+            assert node.ledger is not None  # a node records its ledger unless told not to
             steps = node.ledger.rows
         self.mismatches.extend(compare(rnd, steps))
 
@@ -116,7 +116,7 @@ class FidelityCheck:
         return Fidelity(self.checked, tuple(self.mismatches))
 
 
-def check_fidelity(rb, policy: str = "prefix", profile: Profile = FORK) -> Fidelity:
+def check_fidelity(rb: Rebuild, policy: str = "prefix", profile: Profile = FORK) -> Fidelity:
     """Every logged round of ``rb`` re-run under ``policy``."""
     check = FidelityCheck(rb, policy, profile)
     for rnd in rb.rounds:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import polars as pl
 
@@ -22,6 +22,7 @@ from kvforensics.clip import clip
 from kvforensics.errors import InputError
 from kvforensics.logs import ParseSummary
 from kvforensics.logs.forms import Catalogue
+from kvforensics.replay.profile_choice import ProfileChoice
 from kvforensics.replay.stock_trend import batch_trend
 from kvforensics.rounds.provenance import DERIVED, GIVEN, OBSERVED, Prov, where
 
@@ -88,7 +89,7 @@ class StockAnalysis:
     needed_lines: list[str]
     contradictions: list[dict[str, Any]] = field(default_factory=list)
     #: the release the lines tell and the profile it names (``replay/profile_choice.py``)
-    profile: object | None = None
+    profile: ProfileChoice | None = None
 
     mode = "stock"
 
@@ -131,8 +132,8 @@ NOT_REBUILT = (
 
 def _time(ev: dict[str, Any]) -> str | None:
     if ev.get("time") is not None:
-        return ev["time"].isoformat(sep=" ")
-    return ev["clock"].isoformat() if ev.get("clock") is not None else None
+        return str(ev["time"].isoformat(sep=" "))
+    return str(ev["clock"].isoformat()) if ev.get("clock") is not None else None
 
 
 def _readings(ev: dict[str, Any]) -> tuple[PoolReading, ...]:
@@ -197,7 +198,7 @@ def node_kind(events: pl.DataFrame) -> NodeKind:
     phases = set(ooms["oom_phase"].drop_nulls().to_list()) if ooms.height else set()
     decoding = decode.height + _kinds(events, "retract").height + ("Decode" in phases)
     prefilling = prefill.height + ("Prefill" in phases)
-    ev = [
+    told = [
         f"{n} {what}"
         for n, what in (
             (prefill.height, "Prefill batch line(s)"),
@@ -206,13 +207,13 @@ def node_kind(events: pl.DataFrame) -> NodeKind:
         )
         if n
     ]
-    ev += [f"a {p} out-of-memory" for p in sorted(phases)]
+    told += [f"a {p} out-of-memory" for p in sorted(phases)]
     if decoding and prefilling:
-        return NodeKind("colocated", ev)
+        return NodeKind("colocated", told)
     if decoding:
-        return NodeKind("decode", ev)
+        return NodeKind("decode", told)
     if prefilling:
-        return NodeKind("prefill", [*ev, "no PD field, no decode line"])
+        return NodeKind("prefill", [*told, "no PD field, no decode line"])
     return NodeKind("unknown", ["no batch line and no out-of-memory with a phase"])
 
 
@@ -249,9 +250,9 @@ def pool_size(events: pl.DataFrame, given: int | None, notes: list[dict[str, Any
             }
         )
         return Prov(None, DERIVED, [f"{n} Decode batch lines disagree"])
-    value = lo if lo == hi else None
+    exact = lo if lo == hi else None
     why = f"{n} Decode batch line(s): #token / (token usage +- {USAGE_HALF_STEP})"
-    return Prov(value, DERIVED, [why], (lo, hi))
+    return Prov(exact, DERIVED, [why], (lo, hi))
 
 
 def _pool_bounds(events: pl.DataFrame) -> tuple[int, int, int] | None:
@@ -265,16 +266,23 @@ def _pool_bounds(events: pl.DataFrame) -> tuple[int, int, int] | None:
     if not d.height:
         return None
     t, u = d["num_token"].cast(pl.Float64), d["token_usage"]
-    lo = (t / (u + USAGE_HALF_STEP)).max()
+    # (polars types a Series' max and min as any literal: these are floats)
+    lo = cast(float, (t / (u + USAGE_HALF_STEP)).max())
     above = u > USAGE_HALF_STEP
-    hi = (t.filter(above) / (u.filter(above) - USAGE_HALF_STEP)).min() if above.any() else None
+    hi = (
+        cast(float, (t.filter(above) / (u.filter(above) - USAGE_HALF_STEP)).min())
+        if above.any()
+        else None
+    )
     upper = math.floor(hi + 1e-9) if hi is not None else 2**62
     return math.ceil(lo - 1e-9), upper, d.height
 
 
 def retractions(events: pl.DataFrame) -> dict[str, Any]:
     r = _kinds(events, "retract")
-    out = {"count": r.height, "requests": None, "ranks": [], "first": None, "last": None}
+    out: dict[str, Any] = {
+        "count": r.height, "requests": None, "ranks": [], "first": None, "last": None
+    }
     if not r.height:
         return out
     rows = r.to_dicts()
@@ -356,7 +364,7 @@ def needed_lines(cat: Catalogue) -> list[str]:
 def _check_against_ooms(pool: Prov, ooms: list[ObservedOom], notes: list[dict[str, Any]]) -> Prov:
     """Free + evictable of the full pool never exceeds the pool: above it is a
     contradiction; with no size known, the largest is a lower bound."""
-    seen = [(o.readings[0].total(), o.where) for o in ooms if o.readings[0].total() is not None]
+    seen = [(t, o.where) for o in ooms if (t := o.readings[0].total()) is not None]
     if not seen:
         return pool
     most, at = max(seen)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from kvforensics.replay.profile_choice import ProfileChoice
 from kvforensics.replay.stock import CRASH_KINDS, NOT_REBUILT, ObservedOom, StockAnalysis
 
 NODE_WORDS = {
@@ -67,7 +68,7 @@ def _trend_lines(t: dict[str, Any], after_oom: bool) -> list[str]:
     return out
 
 
-def release_line(choice) -> str:
+def release_line(choice: ProfileChoice) -> str:
     """The model profile, and why that one (given, told by the lines, or the default)."""
     return f"Model profile: {choice.describe()}"
 

@@ -15,7 +15,6 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any
 
 import polars as pl
 
@@ -25,7 +24,7 @@ from kvforensics.logs.reader import iter_events
 from kvforensics.logs.summary import ParseSummary
 from kvforensics.model import Config
 from kvforensics.rounds.config import check_overrides, read_config
-from kvforensics.rounds.crosscheck import merge_spans, spans_of
+from kvforensics.rounds.crosscheck import Span, merge_spans, spans_of
 from kvforensics.rounds.provenance import Prov
 from kvforensics.rounds.ranks import deciding_rank
 from kvforensics.rounds.rebuild import Rebuild, Rebuilder, other_batches
@@ -134,7 +133,7 @@ class LogStream:
     hold: bool = False
     unreplayable: pl.DataFrame | None = None
     #: each rank's time span, gathered as the frames pass
-    spans: dict[str, Any] = field(default_factory=dict[str, Any])
+    spans: dict[str, Span] = field(default_factory=dict)
     summary: ParseSummary = field(default_factory=ParseSummary)
     cfg: Config | None = None
     config: dict[str, Prov] = field(default_factory=dict)
@@ -172,6 +171,17 @@ class LogStream:
         present = {r for fs in self.summary.files for r in fs.ranks}
         if self.rank and self.rank not in present:
             raise InputError(f"--rank {self.rank}: no line of these logs is tagged {self.rank}")
+
+    def settled_cfg(self) -> Config:
+        """The configuration, once the first adder line (or the end of a log without one)
+        read it."""
+        assert self.cfg is not None
+        return self.cfg
+
+    def deciding(self) -> str:
+        """The deciding rank, once the first read told it."""
+        assert self.rank is not None
+        return self.rank
 
     def rebuilding(self) -> Rebuilder:
         """The rebuild, once the first adder line (or the end of a log without one) started it."""

@@ -3,11 +3,11 @@ as ``replay``, plus the whole-log findings (gap admissions, margins, what a fix 
 
 from typing import Any
 
-from kvforensics.replay.whole_log import whole_log
+from kvforensics.replay.whole_log import GapAdmission, Margin, Refusal, WholeLog, whole_log
 from kvforensics.scan.discover import Discovery, discover
 from kvforensics.scan.engines import ENGINES, run_tasks
 from kvforensics.scan.fleet import Fleet, scan, write_parquet
-from kvforensics.scan.records import GapAdmission, Margin, NodeScan, NodeSpec, Refusal, WholeLog
+from kvforensics.scan.records import NodeScan, NodeSpec
 from kvforensics.scan.task import ScanOptions, scan_node
 
 
