@@ -123,6 +123,11 @@ class Format:
     # (format name, regex): an event whose whole message matches is that format's instead
     promote: tuple[str, str] | None = None
 
+    def key_pairs(self) -> Pairs:
+        """The ``key: value`` pairs of a format with key fields (the catalogue requires them)."""
+        assert self.pairs is not None
+        return self.pairs
+
 
 @dataclass(frozen=True)
 class Prefix:
@@ -177,7 +182,9 @@ class Catalogue:
 
 
 def split_flags(regex: str) -> tuple[str, str]:
-    flags = re.match(r"^(\(\?[a-zA-Z]+\))*", regex).group(0)
+    m = re.match(r"^(\(\?[a-zA-Z]+\))*", regex)
+    assert m is not None  # the pattern matches the empty start of any text
+    flags = m.group(0)
     return flags, regex[len(flags) :]
 
 

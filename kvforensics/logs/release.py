@@ -106,9 +106,10 @@ def detect_release(paths: list[Path]) -> tuple[ReleaseEvidence | None, list[str]
             other = ReleaseEvidence("other", None, None, "sglang-jax's code paths",
                                     *head.at(min(jax)))  # fmt: skip
         if version is None and (got := head.version()):
-            m, where, line = got
-            r = tuple(int(x) for x in m.groups())
-            version = ReleaseEvidence("version", r, r, f"version string {m.group(0)!r}",
+            vm, where, line = got
+            major, minor, patch = (int(x) for x in vm.groups())  # ``_VERSION``'s three
+            r = (major, minor, patch)
+            version = ReleaseEvidence("version", r, r, f"version string {vm.group(0)!r}",
                                       where, line)  # fmt: skip
         for m in _BATCH.finditer(raw):
             sep, pairs = (g.decode("utf-8", "replace") for g in m.groups())

@@ -32,7 +32,7 @@ def parse_sample(cat: Catalogue, text: str) -> tuple[pl.DataFrame, int]:
 def _same(got: Any, want: Any) -> bool:
     if isinstance(want, float) and isinstance(got, float):
         return math.isclose(got, want, rel_tol=1e-9, abs_tol=1e-12)
-    return got == want
+    return bool(got == want)
 
 
 def format_sample_problems(cat: Catalogue, fmt: Format, sample: dict[str, Any]) -> list[str]:

@@ -79,7 +79,9 @@ class Wrapper:
                 t = raw.str.to_datetime(f.time_format, time_unit="ms", strict=False)
                 if frac is not None:
                     ms = frac.str.slice(0, 3).str.pad_end(3, "0").cast(pl.Int64, strict=False)
-                    t = t + pl.select(pl.duration(milliseconds=ms.fill_null(0))).to_series()
+                    # (polars takes a Series as a duration's part; its stub says Expr)
+                    ms_part = ms.fill_null(0)
+                    t = t + pl.select(pl.duration(milliseconds=ms_part)).to_series()  # type: ignore[arg-type]
                     has_ms.append(frac.is_not_null() & t.is_not_null())
                 stamps.append(t)
             if f"c{i}" in g.struct.fields:

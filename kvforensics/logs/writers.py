@@ -3,7 +3,7 @@ multi-GB log's events never holds them all in memory."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import polars as pl
@@ -39,7 +39,10 @@ def events_lazy(
     paths = list(paths)
     stages = current()  # polars calls ``source`` from a thread of its own
 
-    def source(with_columns, predicate, n_rows, batch_size):
+    def source(
+        with_columns: list[str] | None, predicate: pl.Expr | None, n_rows: int | None,
+        batch_size: int | None,
+    ) -> Iterator[pl.DataFrame]:
         for df in iter_events(paths, summary, progress=progress, catalogue=cat, stages=stages):
             if keep is not None:
                 out = df.filter(~keep)["kind"].value_counts().iter_rows()
