@@ -149,7 +149,7 @@ class KvCache:
         who = torch.tensor(owner)[run_of]
         out = []
         slot_cpu, pos_cpu = slot.cpu(), pos.cpu()
-        for h in who.unique().tolist():
+        for h in who.unique().tolist():  # type: ignore[no-untyped-call]  # torch leaves it unannotated
             mine = bad_rows[who == h]
             name = holders[h][0]
             out.append(

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import tomllib
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 from kvforensics.errors import InputError
 from kvforensics.model import Config, Timing
 from kvforensics.model.config import SIZE_FIELDS, size_problems
-from kvforensics.scenario.schema import validate_scenario
+from kvforensics.scenario.schema import OutsideTable, validate_scenario
 from kvforensics.scenario.spec import Scenario
 from kvforensics.scenario.trace import TraceWorkload
 
@@ -23,7 +24,7 @@ def parse_scenario(
 ) -> Scenario:
     """A scenario from its TOML tables; ``source`` (the file) names it in errors."""
     f = validate_scenario(data, source or name)
-    conf = f.config.model_dump()
+    conf = f.config.model_dump()  # type: ignore[attr-defined]  # a model made at run time
     problems = size_problems({k: conf[k] for k in SIZE_FIELDS})
     if problems:
         key, why = problems[0]
@@ -59,7 +60,7 @@ def parse_scenario(
     return sc
 
 
-def _outside(rows) -> dict[int, int]:
+def _outside(rows: Iterable[OutsideTable]) -> dict[int, int]:
     """``[[outside]]`` rows as round -> tokens (two rows for one round add up)."""
     out: dict[int, int] = {}
     for o in rows:
@@ -85,7 +86,7 @@ def check_work(sc: Scenario, name: str) -> None:
     request takes at least ``ceil(work / chunk)`` rounds (work = tokens it computes)."""
     chunk = min(sc.cfg.chunked_prefill_size, sc.cfg.max_prefill_tokens)
     if sc.trace is not None:
-        works = [row.input_length for row in sc.trace.rows]
+        works = sc.trace.works()
     else:
         specs = [*sc.waiting, *sc.arrivals, *([sc.chunked] if sc.chunked else [])]
         works = [r["seq_len"] - r["prefix_len"] - r["host_hit_len"] for r in specs]

@@ -24,6 +24,10 @@ class Workload(Protocol):
 
     def build_node(self, sc: Scenario, policy: str, *, record: bool = True) -> PrefillNode: ...
 
+    def works(self) -> list[int]:
+        """The tokens each request computes."""
+        ...
+
 
 @dataclass
 class Scenario:

@@ -4,6 +4,7 @@ reports."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -76,7 +77,16 @@ def capture_run(node: PrefillNode, *, max_rounds: int | None = None) -> Capture:
     return cap
 
 
-def _round(node, no, start, end, pieces, steps, skipped, finished_now) -> RoundCapture:
+def _round(
+    node: PrefillNode,
+    no: int,
+    start: float,
+    end: float,
+    pieces: Iterable[tuple[str, int, int]],
+    steps: list[dict[str, Any]],
+    skipped: bool,
+    finished_now: int,
+) -> RoundCapture:
     pool = node.pool
     return RoundCapture(
         round=no,

@@ -51,6 +51,7 @@ class Incident:
         """``rid``'s pieces as they ran under ``prefix``, the out-of-memory piece last."""
         cap = self.run()
         got = [(s, e) for rc in cap.rounds for r, s, e in rc.pieces if r == rid]
+        assert cap.oom_round is not None  # ``run`` checks the run ran out of memory
         got += [(s, e) for r, s, e in cap.oom_round.pieces if r == rid]
         return got
 
