@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -12,7 +13,7 @@ import polars as pl
 from kvforensics.errors import InputError
 from kvforensics.outputs import atomic_write, check_not_input
 from kvforensics.scan.discover import discover, is_url
-from kvforensics.scan.engines import run_tasks
+from kvforensics.scan.engines import Progress, run_tasks
 from kvforensics.scan.records import NodeScan
 from kvforensics.scan.task import ScanOptions
 
@@ -72,7 +73,7 @@ class Fleet:
         }
 
 
-NODE_SCHEMA = {
+NODE_SCHEMA: dict[str, pl.DataType | type[pl.DataType]] = {
     "node": pl.Utf8,
     "files": pl.List(pl.Utf8),
     "error": pl.Utf8,
@@ -152,8 +153,8 @@ def scan(
     engine: str = "local",
     jobs: int | None = None,
     address: str | None = None,
-    on_done=None,
-    on_start=None,
+    on_done: Progress | None = None,
+    on_start: Callable[[int], object] | None = None,
 ) -> Fleet:
     found = discover(paths, group_by)
     if not found.nodes:

@@ -7,14 +7,17 @@ from __future__ import annotations
 from datetime import datetime
 from pathlib import Path
 
+from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
 from kvforensics.outputs import atomic_write
+from kvforensics.replay.whole_log import GapAdmission, Margin, WholeLog
 from kvforensics.report.figures import COLORS, DPI, TOKENS
 from kvforensics.scan.discover import short_names
 from kvforensics.scan.fleet import Fleet
+from kvforensics.scan.records import NodeScan
 
 #: nodes drawn at most per figure (the ones with the most to show)
 MAX_NODES = 30
@@ -31,32 +34,45 @@ def _names(fleet: Fleet) -> dict[str, str]:
     return short_names([n.node for n in fleet.nodes])[1]
 
 
-def _empty(fig: Figure, ax, text: str) -> None:
+def _empty(fig: Figure, ax: Axes, text: str) -> None:
     ax.text(0.5, 0.5, text, ha="center", va="center", transform=ax.transAxes)
     ax.set_axis_off()
 
 
-def _when(g) -> datetime | int:
+def _wl(n: NodeScan) -> WholeLog:
+    """The whole-log findings of a node the figure kept (only nodes that have them)."""
+    assert n.whole_log is not None
+    return n.whole_log
+
+
+def _tight(n: NodeScan) -> Margin:
+    """The tightest margin of a node the figure kept (only nodes that have one)."""
+    m = _wl(n).tightest()
+    assert m is not None
+    return m
+
+
+def _when(g: GapAdmission) -> datetime | int:
     return datetime.fromisoformat(g.time) if g.time else g.round
 
 
 def plot_gaps(fleet: Fleet, path: Path) -> Path:
     names = _names(fleet)
     nodes = [n for n in fleet.nodes if n.whole_log and n.whole_log.gap_admissions]
-    nodes = sorted(nodes, key=lambda n: -len(n.whole_log.gap_admissions))[:MAX_NODES]
+    nodes = sorted(nodes, key=lambda n: -len(_wl(n).gap_admissions))[:MAX_NODES]
     fig = Figure(figsize=(9, 1.2 + 0.45 * max(1, len(nodes))))
     ax = fig.subplots()
     if not nodes:
         _empty(fig, ax, "no admission through a gap on any node")
         return _save(fig, path)
-    timed = all(g.time for n in nodes for g in n.whole_log.gap_admissions)
-    top = max(g.intruder_load_back for n in nodes for g in n.whole_log.gap_admissions) or 1
+    timed = all(g.time for n in nodes for g in _wl(n).gap_admissions)
+    top = max(g.intruder_load_back for n in nodes for g in _wl(n).gap_admissions) or 1
     for y, n in enumerate(reversed(nodes)):
-        gaps = n.whole_log.gap_admissions
+        gaps = _wl(n).gap_admissions
         xs = [_when(g) if timed else g.round for g in gaps]
         sizes = [12 + 140 * g.intruder_load_back / top for g in gaps]
         ax.scatter(
-            xs,
+            xs,  # type: ignore[arg-type]  # matplotlib plots datetimes; its stub lists numbers
             [y] * len(gaps),
             s=sizes,
             color=COLORS["tail"],
@@ -86,26 +102,26 @@ def plot_gaps(fleet: Fleet, path: Path) -> Path:
 def plot_margins(fleet: Fleet, path: Path) -> Path:
     names = _names(fleet)
     nodes = [n for n in fleet.nodes if n.whole_log and n.whole_log.tightest()]
-    nodes = sorted(nodes, key=lambda n: n.whole_log.tightest().margin)[:MAX_NODES]
+    nodes = sorted(nodes, key=lambda n: _tight(n).margin)[:MAX_NODES]
     fig = Figure(figsize=(9, 3.2 + 0.35 * max(1, len(nodes))))
     bars, lines = fig.subplots(2, 1, height_ratios=[max(1, len(nodes)) * 0.35 + 0.6, 2.6])
     if not nodes:
         _empty(fig, bars, "no round to measure a margin")
         lines.set_axis_off()
         return _save(fig, path)
-    values = [n.whole_log.tightest().margin for n in nodes]
+    values = [_tight(n).margin for n in nodes]
     colors = [COLORS["oom"] if v < 0 else COLORS["ok"] for v in values]
     ys = range(len(nodes))
     bars.barh(list(ys), values, color=colors)
     bars.set_yticks(
-        list(ys), [f"{names[n.node]} (round {n.whole_log.tightest().round})" for n in nodes]
+        list(ys), [f"{names[n.node]} (round {_tight(n).round})" for n in nodes]
     )
     bars.invert_yaxis()
     bars.axvline(0, color="black", linewidth=0.8)
     bars.xaxis.set_major_formatter(TOKENS)
     bars.set_title("Tightest margin per node: left after a round minus tails reserved by nobody")
     for n in nodes[:SERIES]:
-        ms = n.whole_log.margins
+        ms = _wl(n).margins
         lines.step(
             [m.round for m in ms],
             [m.margin for m in ms],
@@ -128,8 +144,8 @@ def plot_margins(fleet: Fleet, path: Path) -> Path:
 def plot_refused(fleet: Fleet, path: Path) -> Path:
     names = _names(fleet)
     scanned = [n for n in fleet.nodes if n.whole_log]
-    policies = sorted({p for n in scanned for p in n.whole_log.refused})
-    nodes = [n for n in scanned if any(n.whole_log.refused.get(p) for p in policies)]
+    policies = sorted({p for n in scanned for p in _wl(n).refused})
+    nodes = [n for n in scanned if any(_wl(n).refused.get(p) for p in policies)]
     nodes = nodes[:MAX_NODES]
     fig = Figure(figsize=(9, 1.4 + 0.5 * max(1, len(nodes))))
     ax = fig.subplots()
@@ -140,10 +156,10 @@ def plot_refused(fleet: Fleet, path: Path) -> Path:
     palette = [COLORS["used"], COLORS["tail"], COLORS["ok"]]
     for k, p in enumerate(policies):
         ys = [i + k * height for i in range(len(nodes))]
-        counts = [len(n.whole_log.refused.get(p, ())) for n in nodes]
+        counts = [len(_wl(n).refused.get(p, ())) for n in nodes]
         ax.barh(ys, counts, height=height, label=p, color=palette[k % len(palette)])
         for y, n, c in zip(ys, nodes, counts, strict=True):
-            delays = [r.delay_s for r in n.whole_log.refused.get(p, ()) if r.delay_s is not None]
+            delays = [r.delay_s for r in _wl(n).refused.get(p, ()) if r.delay_s is not None]
             if c:
                 text = f"first token up to +{max(delays):.2f} s" if delays else "delay unknown"
                 ax.annotate(
@@ -155,5 +171,5 @@ def plot_refused(fleet: Fleet, path: Path) -> Path:
     ax.set_title("What the fixes would have refused over the whole log")
     ax.legend(fontsize=8, loc="lower right")
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    ax.set_xlim(0, max(len(n.whole_log.refused.get(p, ())) for n in nodes for p in policies) * 2)
+    ax.set_xlim(0, max(len(_wl(n).refused.get(p, ())) for n in nodes for p in policies) * 2)
     return _save(fig, path)

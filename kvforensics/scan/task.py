@@ -13,6 +13,7 @@ from typing import Any
 from kvforensics.errors import KvfError
 from kvforensics.logs.source import check_readable
 from kvforensics.model import POLICIES
+from kvforensics.replay.replay import ReplayResult
 from kvforensics.replay.stock import StockAnalysis
 from kvforensics.replay.whole_log import FIXES, whole_log
 from kvforensics.rounds.stream import Narrow
@@ -68,6 +69,7 @@ def _fetch(
     for i, f in enumerate(files):
         try:
             if is_url(f):
+                assert tmp is not None  # a node with URLs is given a folder to copy into
                 local.append(_copy(f, tmp / str(i)))
             else:
                 check_readable(Path(f))
@@ -89,7 +91,9 @@ def _copy(url: str, folder: Path) -> Path:
     return dest
 
 
-def _scan(spec: NodeSpec, opts: ScanOptions, local: list[Path], unreadable) -> NodeScan:
+def _scan(
+    spec: NodeSpec, opts: ScanOptions, local: list[Path], unreadable: tuple[tuple[str, str], ...]
+) -> NodeScan:
     from kvforensics.replay import replay_logs
 
     # the fixes whose refusals are counted run forward too: their delays at the start
@@ -128,7 +132,9 @@ def _scan(spec: NodeSpec, opts: ScanOptions, local: list[Path], unreadable) -> N
     )
 
 
-def _stock(spec: NodeSpec, a: StockAnalysis, unreadable) -> NodeScan:
+def _stock(
+    spec: NodeSpec, a: StockAnalysis, unreadable: tuple[tuple[str, str], ...]
+) -> NodeScan:
     """A release's log (no adder lines): its out-of-memory events and their pool
     arithmetic; no round can be re-run, so there are no whole-log findings."""
     ooms = tuple(
@@ -161,13 +167,13 @@ def _stock(spec: NodeSpec, a: StockAnalysis, unreadable) -> NodeScan:
     )
 
 
-def _ooms(rr) -> tuple[dict[str, Any], ...]:
+def _ooms(rr: ReplayResult) -> tuple[dict[str, Any], ...]:
     o = rr.observed_oom
     if not o:
         return ()
     return ({**o, "reproduced": rr.reproduced, "causes": held_causes(rr)},)
 
 
-def held_causes(rr) -> list[dict[str, Any]]:
+def held_causes(rr: ReplayResult) -> list[dict[str, Any]]:
     """The cause catalogue's held findings (``id``, ``summary``, ``round``)."""
     return [{"id": c.id, "summary": c.summary, "round": c.round} for c in rr.causes if c.held]
