@@ -1,5 +1,7 @@
 """Errors a user can act on. The CLI prints them as one line and exits non-zero."""
 
+from __future__ import annotations
+
 from typing import TYPE_CHECKING, Any
 
 from kvforensics.clip import clip

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated
 
+import polars as pl
 import typer
 
 from kvforensics.cli._app import app
@@ -73,7 +74,9 @@ def diff(
         console.print(d.rich())
 
 
-def _sides(inputs: list[Path], names: list[str] | None, opts: LogOptions):
+def _sides(
+    inputs: list[Path], names: list[str] | None, opts: LogOptions
+) -> tuple[tuple[str, pl.DataFrame], tuple[str, pl.DataFrame], list[str]]:
     """The two ledgers, from logs (replayed under the two policies) or as ``diff_inputs``
     reads them, and what the log reader could not read."""
     if not are_logs(inputs):

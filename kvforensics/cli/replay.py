@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, NoReturn
 
 import typer
 
@@ -37,8 +37,10 @@ from kvforensics.cli._inputs import (
     check_format,
 )
 from kvforensics.replay import replay_logs, verdict_text
+from kvforensics.replay.replay import ReplayResult
 from kvforensics.replay.stock import StockAnalysis
 from kvforensics.replay.stock_words import release_line, stock_text
+from kvforensics.replay.whole_log import WholeLog
 from kvforensics.report.terminal import FitTable, literal
 from kvforensics.scan import whole_log, whole_log_dict
 from kvforensics.scan.terminal import whole_log_line
@@ -95,7 +97,7 @@ def replay(
     sys.exit(rr.exit_code())
 
 
-def _print_replay(rr, d: dict[str, Any], wl) -> None:
+def _print_replay(rr: ReplayResult, d: dict[str, Any], wl: WholeLog) -> None:
     """The replay on the terminal: what was read, the logged out-of-memory, fidelity,
     the policies, the verdict and what it assumes."""
     print_log_summary(rr.summary)
@@ -171,7 +173,7 @@ def _policy_table(d: dict[str, Any]) -> FitTable:
     return t
 
 
-def _print_stock(a: StockAnalysis, fmt: str) -> None:
+def _print_stock(a: StockAnalysis, fmt: str) -> NoReturn:
     """A log without adder lines: what it tells, in JSON or words; then exit."""
     if fmt == "json":
         print_json(a.as_dict())
