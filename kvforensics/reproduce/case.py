@@ -7,7 +7,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from kvforensics.errors import InputError
-from kvforensics.model import Config, PrefillNode
+from kvforensics.model import Config, PrefillNode, Request
 from kvforensics.model.sizing import ceil_page
 from kvforensics.scenario import Scenario, parse_scenario
 
@@ -87,7 +87,7 @@ class Case:
 
     def tables(self, description: str = "") -> dict[str, Any]:
         """The scenario's TOML tables (what ``parse_scenario`` and the TOML writer take)."""
-        config = {
+        config: dict[str, Any] = {
             k: v for k, v in self.sizes if v or k not in ("align_size", "truncation_align_size")
         }
         config.update(pool_size=self.pool_size, cache_kind=self.cache_kind)
@@ -224,7 +224,7 @@ def from_node(node: PrefillNode, name: str) -> Case:
     return _checked(case, cfg.pool_size)
 
 
-def _from_request(r, entries: dict[str, int]) -> Ask:
+def _from_request(r: Request, entries: dict[str, int]) -> Ask:
     """A model request as a case's: its device prefix is evictable cache when the pool
     holds its own entry for it (a scenario carves ``ceil_page(prefix)`` for it)."""
     own = entries.get(f"prefix:{r.rid}")

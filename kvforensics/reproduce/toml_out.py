@@ -13,7 +13,7 @@ from typing import Any
 from kvforensics.scenario import parse_scenario
 
 
-def _value(v) -> str:
+def _value(v: object) -> str:
     if isinstance(v, bool):
         return "true" if v else "false"
     if isinstance(v, int | float):
