@@ -199,7 +199,7 @@ def replay_logs(
     that keeps only what the verdict, the causes and the forward runs need (``window``
     recent rounds and the pinned ones; ``events`` then holds the other ranks' and startup
     lines only); otherwise every event and round is kept (what ``report`` writes out).
-    ``whole_log``: gather the whole-log findings (``scan.WholeLog``) in the same pass.
+    ``whole_log``: gather the whole-log findings (``whole_log.WholeLog``) in the same pass.
     ``narrow``: only the rounds within ``--since``/``--until`` are checked and replayed
     (reading stops after ``--until``). ``profile``: the model profile's name (default: the
     one the log's lines tell, else the fork's). ``jobs``: 2 re-runs the rounds of a streamed
