@@ -16,7 +16,7 @@ from bisect import bisect_left
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, NamedTuple
+from typing import Any
 
 import polars as pl
 
@@ -43,15 +43,25 @@ MAX_ROUNDS_PER_SECOND = 1000
 Shrinks = dict[int, tuple[int, int, int]]
 
 
-class Chunked(NamedTuple):
-    """The request being chunked: its rid, prompt length and the tokens computed so far."""
+@dataclass(frozen=True, slots=True)
+class Chunked:
+    """The request being chunked: its rid, prompt length and the tokens computed so far.
+
+    A piece the rebuild sizes itself leaves it unfinished (``done < seq_len``: a piece
+    that reaches ``seq_len`` ends the chunking); one a log's truncation names is taken as
+    the log says it."""
 
     rid: str
     seq_len: int
     done: int
 
+    def __post_init__(self) -> None:
+        # the reader drops negative counts, and every piece ends at or after its start
+        assert self.done >= 0, self
 
-class Pending(NamedTuple):
+
+@dataclass(frozen=True, slots=True)
+class Pending:
     """The request still chunked when a log ends, and the baseline its last round left."""
 
     chunked: Chunked
@@ -90,7 +100,7 @@ class Rebuild:
         shows rounds after the deciding rank's last line). Returns how many were added."""
         added = 0
         while self.pending and added < rounds:
-            chunked, base_end = self.pending
+            chunked, base_end = self.pending.chunked, self.pending.base_end
             index = self.rounds[-1].index + 1 if self.rounds else 0
             r, after, base_end, _ = _silent_round(
                 self.cfg, chunked, base_end, index, None, self.block_size
@@ -144,7 +154,7 @@ def _silent_round(
     the model's ``add_chunked_req`` rule from the baseline the last known round left.
 
     Returns (round, chunked after it, baseline after it, end past ``until`` or None)."""
-    rid, seq, done = chunked
+    rid, seq, done = chunked.rid, chunked.seq_len, chunked.done
     b = _value(base_end)
     end, forced = _chunk_step(cfg, done, seq, b)
     overshoot = None
@@ -206,7 +216,7 @@ def _first_start(
     tokens once page-ceiled. None when the walk never gives one within ``limit`` steps
     (the silent rounds the log's time span allows; each step also advances at least one
     token, so ``seq - done`` bounds it without times)."""
-    _, seq, d = chunked
+    seq, d = chunked.seq_len, chunked.done
     b = _value(base_end)
     for _ in range(min(seq - d, limit)):
         end, _ = _chunk_step(cfg, d, seq, b)
@@ -248,7 +258,7 @@ def _oom_start(
     model itself runs out of memory (the last known end when it never does), not found.
     At most ``limit`` steps (the silent rounds the time span allows; every step advances
     at least one token, so ``seq - done`` bounds the walk in any case)."""
-    _, seq, d = chunked
+    seq, d = chunked.seq_len, chunked.done
     b = _value(base_end)
     for _ in range(min(seq - d, limit)):
         end, forced = _chunk_step(cfg, d, seq, b)
@@ -273,7 +283,7 @@ def _move_bracketed_end(
     p = last.pieces[-1] if last and last.pieces else None
     if last is None or p is None or p.interval_end is None or p.end != chunked.done or last.oom is not None:
         return None
-    _, seq, _ = chunked
+    seq = chunked.seq_len
     lo, hi = p.interval_end
     # the round's piece is at most one chunk: that, the block and the request bound the scan
     for s in range(max(lo, p.start + 1), min(hi, seq, p.start + cfg.chunked_prefill_size) + 1):
@@ -295,7 +305,7 @@ def _pinned_start(cfg: Config, chunked: Chunked, tokens: int, avail: int) -> int
     what the walk assumed: the line's ``avail`` is the baseline at the crash, so the piece
     is what ``add_chunked_req`` gives from it, after at most one silent round that the
     baseline ``avail`` + its pages sized. The first such start, or None."""
-    _, seq, done = chunked
+    seq, done = chunked.seq_len, chunked.done
     if _chunk_step(cfg, done, seq, avail)[0] - done == tokens:
         return done
     for s in range(done + 1, min(seq, done + cfg.chunked_prefill_size) + 1):
@@ -581,7 +591,7 @@ class Rebuilder:
         """The walk needs more than the evidence allows: the time span, or (``end``, where
         the next piece would end) the pool."""
         assert self.chunked is not None  # only a walk of the chunked request gets here
-        rid, seq, done = self.chunked
+        rid, seq, done = self.chunked.rid, self.chunked.seq_len, self.chunked.done
         self._contradiction("silent rounds", (
             f"{rid} (seq_len {seq}) at {done} needs more silent rounds before {time} than "
             f"the log's time span allows ({self._silent} since {self._printed_at}, at most "
@@ -628,7 +638,7 @@ class Rebuilder:
         spent; silent rounds before it where its size says it started later."""
         cfg = self.cfg
         assert self.chunked is not None  # a resumed piece needs a chunked request
-        rid, seq, done = self.chunked
+        rid, seq, done = self.chunked.rid, self.chunked.seq_len, self.chunked.done
         spent = cfg.chunked_prefill_size - first.rem_chunk_tokens
         # The two offsets at the first check tell whether the resumed piece was the last
         # one: only a last piece also promises its first token to later rounds.
@@ -646,7 +656,8 @@ class Rebuilder:
                 self._gap(seq, rnd.time, stop=lambda d: d >= start)
             elif _resumed_end(cfg, done, spent) is None:
                 self._gap(seq, rnd.time, stop=lambda d: _resumed_end(cfg, d, spent) is not None)
-        rid, seq, done = self.chunked if self.chunked else Chunked(rid, seq, done)
+        if self.chunked:
+            rid, seq, done = self.chunked.rid, self.chunked.seq_len, self.chunked.done
         if cfg.ceil_page(seq - done) == spent:
             end = seq
         else:
@@ -677,7 +688,7 @@ class Rebuilder:
         """AttentionStore writes and no adder line: the chunked request resumed alone."""
         cfg, block = self.cfg, self.block
         rid_w = [r for r, _, _ in rnd.as_writes]
-        if not self.chunked or self.chunked[0] not in rid_w:
+        if not self.chunked or self.chunked.rid not in rid_w:
             self._contradiction(
                 "AttentionStore write",
                 f"writes for {rid_w} ({rnd.as_writes[0][2]}) in a round without adder "
@@ -685,7 +696,7 @@ class Rebuilder:
             )
             return
         assert block is not None  # set by the round's first write
-        rid, seq, done = self.chunked
+        rid, seq, done = self.chunked.rid, self.chunked.seq_len, self.chunked.done
         blocks, w = next((b, x) for r, b, x in rnd.as_writes if r == rid)
         lo, hi = blocks * block, min(seq, blocks * block + block - 1)
         if lo > seq:
@@ -698,7 +709,8 @@ class Rebuilder:
             )
             return
         self._in_block(lo, rnd.time)
-        rid, seq, done = self.chunked if self.chunked else Chunked(rid, seq, done)
+        if self.chunked:
+            rid, seq, done = self.chunked.rid, self.chunked.seq_len, self.chunked.done
         b = self._base()
         end, _ = _chunk_step(cfg, done, seq, b)
         evid = [
@@ -743,7 +755,7 @@ class Rebuilder:
         each step advances a token at least: at most ``min(block, lo - done)`` steps."""
         cfg, block = self.cfg, self.block
         assert self.chunked is not None and block is not None  # ``_forward`` checks
-        _, seq, d = self.chunked
+        seq, d = self.chunked.seq_len, self.chunked.done
         b, steps = self._base(), []
         while d < min(lo, seq):
             end, _ = _chunk_step(cfg, d, seq, b)
@@ -806,7 +818,7 @@ class Rebuilder:
             self._emit(rnd)
             rnd.oom = placed_at = oom.placed(rnd.index)
             return placed_at
-        rid, seq, done = self.chunked
+        rid, seq, done = self.chunked.rid, self.chunked.seq_len, self.chunked.done
         tokens = oom.tokens
         start, placed = self._oom_start(oom, rnd.time)
         if not placed:
@@ -858,7 +870,7 @@ class Rebuilder:
         model's walk from the last known baseline, else the crash's own availability."""
         cfg, tokens = self.cfg, oom.tokens
         assert tokens is not None and self.chunked is not None  # ``_oom`` checks
-        rid, seq, _ = self.chunked
+        rid, seq = self.chunked.rid, self.chunked.seq_len
         start, placed = _oom_start(cfg, self.chunked, self.base_end, tokens,
                                    self._allowance(time))
         if placed or oom.available is None:
