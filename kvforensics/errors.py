@@ -1,6 +1,13 @@
 """Errors a user can act on. The CLI prints them as one line and exits non-zero."""
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
 from kvforensics.clip import clip
+
+if TYPE_CHECKING:
+    from pydantic import ValidationError
 
 
 class KvfError(Exception):
@@ -20,7 +27,7 @@ class MissingConfigError(KvfError):
     """A size the replay needs was neither in the log nor given on the command line."""
 
 
-def validation_line(exc, name: str, fix: str) -> str:
+def validation_line(exc: ValidationError, name: str, fix: str) -> str:
     """A pydantic ValidationError's first complaint as one line: the file, the field's
     path, what is wrong with the value, how many more, and what to do."""
     errs = exc.errors(include_url=False)
@@ -34,7 +41,7 @@ def validation_line(exc, name: str, fix: str) -> str:
     return f"{name}: {_where(e['loc'])}: {msg}{got}{more}; {fix}"
 
 
-def _where(loc: tuple) -> str:
+def _where(loc: tuple[Any, ...]) -> str:
     """('waiting', 1, 'seq_len') -> 'waiting[1].seq_len'."""
     out = ""
     for part in loc:

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import lru_cache
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import polars as pl
-from pydantic import ConfigDict, Field, TypeAdapter, ValidationError, create_model
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, create_model
 
 from kvforensics.clip import clip
 from kvforensics.errors import InputError
@@ -42,7 +43,7 @@ def ledger_format(out: str | Path) -> str:
 def write_frame(df: pl.DataFrame, out: str | Path) -> None:
     out = Path(out)
     ext = ledger_format(out)
-    writers = {
+    writers: dict[str, Callable[[Path], object]] = {
         ".parquet": lambda p: df.write_parquet(p),
         ".csv": lambda p: _flat(df).write_csv(p),
         ".json": lambda p: df.write_json(p),
@@ -106,13 +107,14 @@ def read_frame(path: str | Path) -> pl.DataFrame:
     raise InputError(f"{path}: unknown ledger format {ext!r}; use one of {', '.join(FORMATS)}")
 
 
-_PY = {pl.Int64: int, pl.Utf8: str, pl.Boolean: bool, pl.Float64: float}
+#: (a dtype of the schema looks up its class: polars hashes them alike)
+_PY: dict[Any, type] = {pl.Int64: int, pl.Utf8: str, pl.Boolean: bool, pl.Float64: float}
 #: rows validated at a time (a Python dict per row only for this many)
 _BATCH = 20_000
 
 
 @lru_cache(maxsize=1)
-def _rows_adapter() -> TypeAdapter:
+def _rows_adapter() -> TypeAdapter[list[Any]]:
     """The ledger's columns as a pydantic row (built from the model's schema, so a new
     column is checked without a change here); numbers bounded like the node's sizes."""
     bounded = Annotated[int, Field(ge=-MAX_TOKENS, le=MAX_TOKENS)]
@@ -120,10 +122,12 @@ def _rows_adapter() -> TypeAdapter:
         name: ((bounded if dtype == pl.Int64 else _PY[dtype]) | None, None)
         for name, dtype in SCHEMA.items()
     }
-    row = create_model(
+    # the fields are the schema's, known at run time only: no overload of create_model
+    # types them, and the row model is no static type
+    row: type[BaseModel] = create_model(  # type: ignore[call-overload]
         "LedgerRow", __config__=ConfigDict(allow_inf_nan=False, extra="ignore"), **fields
     )
-    return TypeAdapter(list[row])
+    return TypeAdapter(list[row])  # type: ignore[valid-type]
 
 
 def validate_ledger(df: pl.DataFrame, source: str) -> None:

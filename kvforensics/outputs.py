@@ -101,7 +101,7 @@ def _remove_tree(path: Path) -> None:
         time.sleep(0.02)
 
 
-def atomic_write(out: Path, write: Callable[[Path], None]) -> None:
+def atomic_write(out: Path, write: Callable[[Path], object]) -> None:
     """Call ``write(tmp)`` on a file in a private staging directory next to ``out``, then
     rename it into place (atomic: same filesystem).
 

@@ -17,13 +17,14 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
-from typing import TypeVar
+from typing import Any, Protocol, TypeVar
 
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
 T = TypeVar("T")
+R = TypeVar("R", covariant=True)
 
 #: items between two updates of the display; a read counts in bytes
 EVERY = 512
@@ -35,7 +36,7 @@ class Stage:
 
     __slots__ = ("_bar", "_done", "_every", "_shown", "_task", "_total", "_unit")
 
-    def __init__(self, bar: Progress, task, every: int, unit: str, total: float | None) -> None:
+    def __init__(self, bar: Progress, task: TaskID, every: int, unit: str, total: float | None) -> None:
         self._bar, self._task, self._every, self._unit = bar, task, every, unit
         self._total = total
         self._done = self._shown = 0
@@ -87,6 +88,8 @@ class _Idle:
 
 
 IDLE = _Idle()
+#: a line of the display, or what stands for one in a disabled display
+AnyStage = Stage | _Idle
 
 
 class Stages:
@@ -99,7 +102,7 @@ class Stages:
         self.console = console or Console(stderr=True)
         self.enabled = self.console.is_terminal if enabled is None else enabled
         self._bar: Progress | None = None
-        self._scopes: list[list] = []
+        self._scopes: list[list[TaskID]] = []
         if self.enabled:
             self._bar = Progress(
                 TextColumn("{task.description:<16}"),
@@ -130,12 +133,12 @@ class Stages:
             self._bar.start()
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         if self._bar is not None:
             self._bar.stop()
         _CURRENT.reset(self._token)
 
-    def stage(self, name: str, total: float | None = None, unit: str = "") -> Stage | _Idle:
+    def stage(self, name: str, total: float | None = None, unit: str = "") -> AnyStage:
         """A new line; ``unit`` ``"bytes"`` counts in MB (a read, against ``total``)."""
         if self._bar is None:
             return IDLE
@@ -180,7 +183,15 @@ def current() -> Stages:
     return _CURRENT.get()
 
 
-def run_shown(node, name: str, max_rounds: int | None = None):
+class Runnable(Protocol[R]):
+    """A model node (``PrefillNode``): it runs rounds, calling back after each."""
+
+    def run(
+        self, max_rounds: int | None = None, on_round: Callable[[Any], None] | None = None
+    ) -> R: ...
+
+
+def run_shown(node: Runnable[R], name: str, max_rounds: int | None = None) -> R:
     """``node.run(max_rounds)`` (a ``PrefillNode``), its rounds a stage of the display."""
     runs = current().stage(name, unit="rounds")
     try:

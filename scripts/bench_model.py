@@ -159,8 +159,8 @@ def rerun_rounds(log: Path) -> dict:
     under ``prefix`` from its own rebuilt state and compared with the log, as the replay's
     fidelity check and whole-log pass do: CPU time per round, the rounds held."""
     from kvforensics.replay.fidelity import compare
+    from kvforensics.replay.whole_log import is_replayable, rerun
     from kvforensics.rounds import from_logs
-    from kvforensics.scan.whole_log import is_replayable, rerun
 
     rb = from_logs([log], hold=True).rebuild
     rounds = [r for r in rb.rounds if is_replayable(r)]

@@ -6,36 +6,8 @@ import sys
 
 import typer
 
-from kvforensics.errors import KvfError
-
-app = typer.Typer(
-    name="kvforensics",
-    help="Rebuild prefill scheduling rounds from SGLang logs and explain KV out-of-memory crashes.",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-)
-
-
-def _version(value: bool) -> None:
-    if value:
-        from kvforensics import __version__
-
-        typer.echo(f"kvforensics {__version__}")
-        raise typer.Exit()
-
-
-@app.callback()
-def _root(
-    version: bool = typer.Option(
-        False, "--version", callback=_version, is_eager=True, help="Print the version and exit."
-    ),
-) -> None:
-    """Rebuild prefill scheduling rounds from SGLang logs and explain KV out-of-memory crashes."""
-
-
 # Command modules register themselves on `app` when imported.
-from kvforensics.cli import (  # noqa: E402
+from kvforensics.cli import (
     diff,  # noqa: F401
     exec,  # noqa: F401
     explain,  # noqa: F401
@@ -47,6 +19,8 @@ from kvforensics.cli import (  # noqa: E402
     scan,  # noqa: F401
     simulate,  # noqa: F401
 )
+from kvforensics.cli._app import app
+from kvforensics.errors import KvfError
 
 
 def main() -> None:

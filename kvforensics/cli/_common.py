@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
 
+from kvforensics.logs.summary import ParseSummary
 from kvforensics.progress import Stages
 from kvforensics.report.terminal import paragraph, preview
+from kvforensics.rounds.records import Contradiction
 
 # No highlighter: its regexes run over every value printed, and on a long one (a
 # 100,000-character rid) they cost minutes; what is worth a colour is marked up.
@@ -40,7 +43,7 @@ def print_para(text: str, indent: int = 2, hang: int = 4) -> None:
     console.print(paragraph(text, console.width, indent, hang), highlight=False, markup=False)
 
 
-def print_contradictions(items: list, limit: int) -> None:
+def print_contradictions(items: Sequence[Contradiction], limit: int) -> None:
     """How many contradictions (``rounds.records.Contradiction``), then the first few,
     each a paragraph of its own."""
     console.print(f"{len(items)} contradiction(s) in the evidence" + (":" if items else ""))
@@ -51,7 +54,7 @@ def print_contradictions(items: list, limit: int) -> None:
         console.print(f"  ... and {len(items) - limit} more (--format json lists all)")
 
 
-def print_log_summary(summary) -> None:
+def print_log_summary(summary: ParseSummary) -> None:
     """One line on what was read, then what could not be: unmatched lines, cuts, gaps."""
     files = len(summary.files)
     console.print(

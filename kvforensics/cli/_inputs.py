@@ -8,11 +8,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from kvforensics.errors import InputError
+
+if TYPE_CHECKING:
+    from kvforensics.progress import Stages
+    from kvforensics.rounds.stream import Narrow
 
 _IN = "Log input"
 
@@ -104,13 +108,13 @@ class LogOptions:
     no_progress: bool = False
     profile: str | None = None
 
-    def narrow(self):
+    def narrow(self) -> Narrow:
         """``--since``/``--until`` checked (a bad value is a one-line error)."""
         from kvforensics.rounds.stream import Narrow
 
         return Narrow.parse(self.since, self.until)
 
-    def stages(self):
+    def stages(self) -> Stages:
         """The progress display (``kvforensics.progress``): asked for, and stderr is a
         terminal."""
         from kvforensics.cli._common import stages
@@ -126,7 +130,7 @@ class LogOptions:
             "pool_size": self.pool_size,
         }
 
-    def replay_kwargs(self) -> dict:
+    def replay_kwargs(self) -> dict[str, Any]:
         """Keyword arguments of `replay_logs`."""
         return {
             "overrides": self.overrides(),

@@ -5,9 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated
 
+import polars as pl
 import typer
 
-from kvforensics.cli import app
+from kvforensics.cli._app import app
 from kvforensics.cli._common import console, print_json, print_notes
 from kvforensics.cli._inputs import (
     Align,
@@ -73,7 +74,9 @@ def diff(
         console.print(d.rich())
 
 
-def _sides(inputs: list[Path], names: list[str] | None, opts: LogOptions):
+def _sides(
+    inputs: list[Path], names: list[str] | None, opts: LogOptions
+) -> tuple[tuple[str, pl.DataFrame], tuple[str, pl.DataFrame], list[str]]:
     """The two ledgers, from logs (replayed under the two policies) or as ``diff_inputs``
     reads them, and what the log reader could not read."""
     if not are_logs(inputs):

@@ -6,13 +6,14 @@ machine without the ``gpu`` extra gets a one-line hint instead of a traceback.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.table import Table
 
-from kvforensics.cli import app
+from kvforensics.cli._app import app
 from kvforensics.cli._common import console, print_json, print_notes
 from kvforensics.cli._inputs import (
     Align,
@@ -30,6 +31,10 @@ from kvforensics.cli._inputs import (
     check_format,
 )
 from kvforensics.report.terminal import literal
+
+if TYPE_CHECKING:  # torch comes with the runner: only a run imports it
+    from kvforensics.exec.plan import Plan
+    from kvforensics.exec.runner import ExecResult
 
 
 @app.command("exec")
@@ -85,7 +90,7 @@ def exec_(
     opts = ExecOptions(policy, device, backend, layers, kv_dim, rope_dim, dtype, round_checks)
     with logs.stages() as st:
 
-        def on_plan(plan):
+        def on_plan(plan: Plan) -> Callable[[int, int], None]:
             steps = st.stage(f"exec {plan.name} [{policy}]", len(plan.steps), "steps")
             return lambda done, _total: steps.to(done)
 
@@ -101,7 +106,7 @@ def exec_(
         raise typer.Exit(1)
 
 
-def _oom_text(oom: dict | None) -> str:
+def _oom_text(oom: dict[str, Any] | None) -> str:
     if oom is None:
         return "none"
     return (
@@ -110,7 +115,7 @@ def _oom_text(oom: dict | None) -> str:
     )
 
 
-def _table(r) -> None:
+def _table(r: ExecResult) -> None:
     lay = r.layout
     t = Table(title=f"exec {r.name} [{r.policy}]", show_header=False, title_justify="left")
     t.add_column(style="bold")

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated
 
+import polars as pl
 import typer
 
-from kvforensics.cli import app
+from kvforensics.cli._app import app
 from kvforensics.cli._common import console, print_json, print_notes
 from kvforensics.cli._inputs import (
     Align,
@@ -25,6 +27,7 @@ from kvforensics.cli._inputs import (
     check_format,
 )
 from kvforensics.errors import InputError
+from kvforensics.model import RunResult
 from kvforensics.report.explain import explain_rid, explain_round
 from kvforensics.report.inputs import (
     are_logs,
@@ -70,7 +73,11 @@ def explain(
     with opts.stages():
         results, notes = _results(sources, names, opts)
     print_notes(notes)
-    exps = [explain_round(results, round_no)] if round_no is not None else explain_rid(results, rid)
+    if round_no is not None:
+        exps = [explain_round(results, round_no)]
+    else:
+        assert rid is not None  # exactly one of the two is given (checked above)
+        exps = explain_rid(results, rid)
     if fmt == "json":
         print_json([e.as_dict() for e in exps])
     elif fmt == "markdown":
@@ -80,7 +87,9 @@ def explain(
             console.print(e.rich())
 
 
-def _results(sources: list[Path], names: list[str] | None, opts: LogOptions):
+def _results(
+    sources: list[Path], names: list[str] | None, opts: LogOptions
+) -> tuple[Mapping[str, RunResult | pl.DataFrame], list[str]]:
     """Each policy's run from logs (replayed), a scenario (run) or a ledger file, and
     what the log reader could not read."""
     if are_logs(sources):

@@ -5,12 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated
 
+import polars as pl
 import typer
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from kvforensics.cli import app
+from kvforensics.cli._app import app
 from kvforensics.cli._common import stages
 from kvforensics.logs import ParseSummary, load_catalogue
 from kvforensics.logs.source import check_readable
@@ -59,7 +60,7 @@ def parse(
     print_summary(summary, out, keep)
 
 
-def print_summary(s: ParseSummary, out: Path, keep=None) -> None:
+def print_summary(s: ParseSummary, out: Path, keep: pl.Expr | None = None) -> None:
     # soft_wrap: lines stay whole (paths, samples) so they can be grepped and copied
     console = Console(soft_wrap=True, highlight=False)
     mb = s.bytes_read / 1e6

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any, NoReturn
 
 import typer
 
 from kvforensics.causes.tail import held_root_cause
-from kvforensics.cli import app
+from kvforensics.cli._app import app
 from kvforensics.cli._common import (
     console,
     print_contradictions,
@@ -38,8 +38,10 @@ from kvforensics.cli._inputs import (
     check_format,
 )
 from kvforensics.replay import replay_logs, verdict_text
+from kvforensics.replay.replay import ReplayResult
 from kvforensics.replay.stock import StockAnalysis
 from kvforensics.replay.stock_words import release_line, stock_text
+from kvforensics.replay.whole_log import WholeLog
 from kvforensics.report.terminal import FitTable, literal
 from kvforensics.scan import whole_log, whole_log_dict
 from kvforensics.scan.terminal import whole_log_line
@@ -96,7 +98,7 @@ def replay(
     sys.exit(rr.exit_code())
 
 
-def _print_replay(rr, d: dict, wl) -> None:
+def _print_replay(rr: ReplayResult, d: dict[str, Any], wl: WholeLog) -> None:
     """The replay on the terminal: what was read, the logged out-of-memory, fidelity,
     the policies, the verdict and what it assumes."""
     print_log_summary(rr.summary)
@@ -153,7 +155,7 @@ def _print_replay(rr, d: dict, wl) -> None:
         print_para(a)
 
 
-def _policy_table(d: dict) -> FitTable:
+def _policy_table(d: dict[str, Any]) -> FitTable:
     t = FitTable(
         ["policy", "out of memory", "rounds", "unfinished"],
         title=f"Policies from round {d['start_round']}",
@@ -172,7 +174,7 @@ def _policy_table(d: dict) -> FitTable:
     return t
 
 
-def _print_stock(a: StockAnalysis, fmt: str) -> None:
+def _print_stock(a: StockAnalysis, fmt: str) -> NoReturn:
     """A log without adder lines: what it tells, in JSON or words; then exit."""
     if fmt == "json":
         print_json(a.as_dict())

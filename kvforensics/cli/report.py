@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from kvforensics.cli import app
+from kvforensics.cli._app import app
 from kvforensics.cli._common import console, split_policies
 from kvforensics.cli._inputs import (
     Align,
@@ -26,10 +26,12 @@ from kvforensics.cli._inputs import (
 from kvforensics.errors import InputError
 from kvforensics.outputs import check_output
 from kvforensics.replay import EXIT_MISMATCH, EXIT_NOT_REPRODUCED
+from kvforensics.replay.replay import ReplayResult
 from kvforensics.report import manifest
 from kvforensics.report.inputs import are_logs, replay_inputs, scenario_runs
 from kvforensics.report.report import write_report
 from kvforensics.report.story import HISTORY_ROUNDS, history, log_report
+from kvforensics.reproduce.case import Case
 from kvforensics.reproduce.make import case_from_replay, case_from_scenario
 
 #: why a report on logs exits non-zero (the codes replay uses)
@@ -103,7 +105,7 @@ def report(
         raise typer.Exit(code)
 
 
-def _reproducer(out: Path, case, source: str, logs: bool) -> tuple[list[str], dict[str, str]]:
+def _reproducer(out: Path, case: Case, source: str, logs: bool) -> tuple[list[str], dict[str, str]]:
     """The reproducer's section of report.md and its files (``--reproduce``)."""
     from kvforensics.reproduce.make import make
 
@@ -111,7 +113,10 @@ def _reproducer(out: Path, case, source: str, logs: bool) -> tuple[list[str], di
     return rep.markdown(str(out)), rep.files()
 
 
-def _on_logs(inputs, out, names, opts: LogOptions, round_no, title, force, reproduce=False):
+def _on_logs(
+    inputs: list[Path], out: Path, names: list[str], opts: LogOptions, round_no: int | None,
+    title: str | None, force: bool, reproduce: bool = False,
+) -> tuple[ReplayResult, list[Path]]:
     """Replay the logs and write their report: (the replay, the files written)."""
     rr, results = replay_inputs(inputs, names, **opts.replay_kwargs())
     head, story, evidence = log_report(rr, names, inputs)
@@ -137,7 +142,10 @@ def _on_logs(inputs, out, names, opts: LogOptions, round_no, title, force, repro
     return rr, paths
 
 
-def _on_scenario(inputs, out, names, round_no, title, force, reproduce=False):
+def _on_scenario(
+    inputs: list[Path], out: Path, names: list[str], round_no: int | None, title: str | None,
+    force: bool, reproduce: bool = False,
+) -> list[Path]:
     if len(inputs) != 1:
         raise InputError("report takes one scenario, or log files")
     results, sizing = scenario_runs(inputs[0], names)

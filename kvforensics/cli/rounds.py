@@ -13,7 +13,7 @@ import polars as pl
 import typer
 from rich.markup import escape
 
-from kvforensics.cli import app
+from kvforensics.cli._app import app
 from kvforensics.cli._common import console, print_contradictions, print_json, print_log_summary
 from kvforensics.cli._inputs import (
     Align,
@@ -30,6 +30,7 @@ from kvforensics.cli._inputs import (
 )
 from kvforensics.errors import InputError
 from kvforensics.logs import load_catalogue
+from kvforensics.logs.summary import ParseSummary
 from kvforensics.outputs import atomic_write, check_output
 from kvforensics.progress import current
 from kvforensics.replay import EXIT_MISMATCH
@@ -38,7 +39,9 @@ from kvforensics.report.terminal import FitTable, literal
 from kvforensics.rounds import from_logs
 from kvforensics.rounds.batches import batch_rounds
 from kvforensics.rounds.ranks import deciding_rank, describe_rank
-from kvforensics.rounds.stream import LogStream, forgetting, narrow_rounds
+from kvforensics.rounds.rebuild import Rebuild
+from kvforensics.rounds.source import LogRounds
+from kvforensics.rounds.stream import LogStream, Narrow, forgetting, narrow_rounds
 from kvforensics.rounds.writers import SUFFIXES, write_rounds
 
 
@@ -74,12 +77,17 @@ def rounds(
     if output is not None:
         _write(logs, output, opts, narrow)
         return
-    args = dict(overrides=opts.overrides(), rank=opts.rank, formats=formats, narrow=narrow)
+    def read(hold: bool) -> LogRounds:
+        return from_logs(
+            logs, overrides=opts.overrides(), rank=opts.rank, formats=formats, hold=hold,
+            narrow=narrow,
+        )  # fmt: skip
+
     with opts.stages():
-        got = from_logs(logs, hold=True, **args)
+        got = read(True)
         release = got.rebuild is None and not fork_lines(got.events, load_catalogue(formats))
         if got.rebuild is None and not release:
-            got = from_logs(logs, **args)  # the fork's lines without an adder line
+            got = read(False)  # the fork's lines without an adder line
     if release:
         require_scheduler_log(got.summary)
         if opts.rank is not None:  # a rank no line carries: say which ranks there are
@@ -87,6 +95,7 @@ def rounds(
         _batch_level(got.events, got.summary, fmt, last, opts.rank)
         return
     events, summary, rb = got.events, got.summary, got.rebuild
+    assert rb is not None  # a read that does not hold back always rebuilds
     adder = events.filter(pl.col("kind") == "adder_check")["rank"]
     if not rb.rounds and rb.rank not in set(adder.to_list()):
         raise _silent_rank(describe_rank(events, rb.rank), bool(adder.len()), summary.unreadable)
@@ -110,7 +119,7 @@ def rounds(
     raise typer.Exit(EXIT_MISMATCH if rb.contradictions else 0)
 
 
-def _table(rb, source: str, last: int) -> FitTable:
+def _table(rb: Rebuild, source: str, last: int) -> FitTable:
     shown = rb.rounds[-last:] if last else rb.rounds
     days = sorted({str(r.time.date()) for r in shown if r.time is not None})
     t = FitTable(
@@ -136,7 +145,7 @@ def _table(rb, source: str, last: int) -> FitTable:
     return t
 
 
-def _write(logs: list[Path], output: Path, opts: LogOptions, narrow) -> None:
+def _write(logs: list[Path], output: Path, opts: LogOptions, narrow: Narrow) -> None:
     """Stream the rounds into ``output``; say how many, the out-of-memory, contradictions."""
     if output.suffix not in SUFFIXES:
         raise InputError(f"{output}: give a file ending in {' or '.join(SUFFIXES)}")
@@ -187,7 +196,9 @@ def _silent_rank(who: str, others: bool, unreadable: int) -> InputError:
     )
 
 
-def _batch_level(events, summary, fmt: str, last: int, rank: str | None) -> None:
+def _batch_level(
+    events: pl.DataFrame, summary: ParseSummary, fmt: str, last: int, rank: str | None
+) -> None:
     """A log without adder lines: one batch-level round per Prefill batch line."""
     br = batch_rounds(events, rank)
     if fmt == "json":

@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from kvforensics.cli import app
+from kvforensics.cli._app import app
 from kvforensics.cli._common import console, print_json, split_policies
 from kvforensics.cli._inputs import (
     Align,

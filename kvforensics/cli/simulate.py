@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated
 
@@ -9,11 +10,13 @@ import polars as pl
 import typer
 from rich.table import Table
 
-from kvforensics.cli import app
+from kvforensics.cli._app import app
 from kvforensics.cli._common import console, print_json, split_policies, stages
 from kvforensics.cli._inputs import NoProgress, check_format
 from kvforensics.ledger_io import ledger_format, write_frame
+from kvforensics.model import PrefillNode, RunResult
 from kvforensics.outputs import check_output
+from kvforensics.progress import AnyStage
 from kvforensics.report.terminal import literal
 from kvforensics.scenario import load_scenario
 
@@ -38,14 +41,14 @@ def simulate(
         check_output(ledger, [scenario])
         ledger_format(ledger)
     sc = load_scenario(scenario)
-    results = []
+    results: list[RunResult] = []
     with stages(not no_progress) as st:
         for p in split_policies(policy):
             node = sc.build_node(p)
             total = node.pending()
             left = st.stage(f"policy {p}", total, "requests")
             results.append(
-                node.run(rounds, on_round=lambda n, s=left, t=total: s.to(t - n.pending()))
+                node.run(rounds, on_round=_counting(left, total))
             )
             left.done()
     if ledger is not None:
@@ -83,3 +86,8 @@ def simulate(
             )
         else:
             console.print(f"[green]no out of memory[/] under {r.policy}")
+
+
+def _counting(stage: AnyStage, total: int) -> Callable[[PrefillNode], None]:
+    """After each round of a run: how many of its ``total`` requests are done."""
+    return lambda n: stage.to(total - n.pending())

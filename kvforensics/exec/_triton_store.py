@@ -9,12 +9,19 @@ bf16) sees plain integers.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import triton
 import triton.language as tl
 
+if TYPE_CHECKING:
+    import torch
 
-@triton.jit
-def _store_rows(
+
+# triton is untyped, and it reads a kernel's annotations itself (``tl.constexpr``): the
+# kernel's other parameters stay unannotated
+@triton.jit  # type: ignore[untyped-decorator]
+def _store_rows(  # type: ignore[no-untyped-def]
     dst,
     src,
     idx,
@@ -44,9 +51,9 @@ def _store_rows(
 
 
 def store_rows(
-    dst,
-    idx,
-    src,
+    dst: torch.Tensor,
+    idx: torch.Tensor,
+    src: torch.Tensor,
     *,
     block_rows: int | None = None,
     block_w: int | None = None,

@@ -12,7 +12,7 @@ Pure Python; no torch.
 from __future__ import annotations
 
 from collections import OrderedDict, deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from kvforensics.errors import InputError
@@ -68,7 +68,7 @@ def pages_for(page: int, start: int, end: int) -> int:
 
 
 class PageAllocator:
-    def __init__(self, snap: PoolSnapshot, seed_of):
+    def __init__(self, snap: PoolSnapshot, seed_of: Callable[[str], int]) -> None:
         p = self.page = snap.page_size
         self.cache_kind = snap.cache_kind
         self.num_pages = snap.size // p

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from kvforensics.errors import InputError, KvfError
 
@@ -71,7 +71,7 @@ class ExecRun:
         return any(not r.agrees_with_model or r.integrity for r in self.results)
 
 
-def plans(inputs: Sequence[Path], policy: str, replay_kwargs: dict) -> list[Plan]:
+def plans(inputs: Sequence[Path], policy: str, replay_kwargs: dict[str, Any]) -> list[Plan]:
     """One plan per scenario file, or one plan for a set of log files (one incident)."""
     from kvforensics.exec.plan import plan_from_replay, plan_from_scenario
     from kvforensics.report.inputs import are_logs
@@ -86,7 +86,7 @@ def plans(inputs: Sequence[Path], policy: str, replay_kwargs: dict) -> list[Plan
 def run_exec(
     inputs: Sequence[Path],
     opts: ExecOptions,
-    replay_kwargs: dict | None = None,
+    replay_kwargs: dict[str, Any] | None = None,
     on_plan: OnPlan | None = None,
 ) -> ExecRun:
     """Check ``opts``, plan every input and perform each plan (``replay_kwargs`` go to

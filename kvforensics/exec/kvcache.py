@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
@@ -38,7 +39,7 @@ class KvLayout:
     def bytes_per_slot(self) -> int:
         return self.layers * self.width * torch.empty(0, dtype=self.dtype).element_size()
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         return {
             "layers": self.layers,
             "kv_lora_rank": self.kv_lora_rank,
@@ -148,7 +149,7 @@ class KvCache:
         who = torch.tensor(owner)[run_of]
         out = []
         slot_cpu, pos_cpu = slot.cpu(), pos.cpu()
-        for h in who.unique().tolist():
+        for h in who.unique().tolist():  # type: ignore[no-untyped-call]  # torch leaves it unannotated
             mine = bad_rows[who == h]
             name = holders[h][0]
             out.append(

@@ -138,7 +138,7 @@ def plan_from_run(
     )
 
 
-def _steps_from_ops(ops: Sequence[PoolOp], pending: dict[int, list]) -> list[Step]:
+def _steps_from_ops(ops: Sequence[PoolOp], pending: dict[int, list[Any]]) -> list[Step]:
     """The ops as steps: runs of allocations grouped into batches, evictions dropped, and
     each ``oom`` marker replaced by its round's attempted batch (taken out of ``pending``)."""
     steps: list[Step] = []
@@ -229,12 +229,14 @@ def plan_from_scenario(path: str, policy: str) -> Plan:
     return plan_from_result(snap, node.run(), sc.cfg, name=sc.name)
 
 
-def plan_from_replay(paths: list[str], policy: str, **replay_kwargs) -> Plan:
+def plan_from_replay(paths: Sequence[str | Path], policy: str, **replay_kwargs: Any) -> Plan:
     """Replay logs, then plan the re-execution of ``policy`` from the replay's start round
     (``replay_kwargs`` go to `replay_logs`: sizes, rank, formats, transfer time)."""
     from kvforensics.replay import replay_logs
+    from kvforensics.replay.replay import ReplayResult
 
-    rr = replay_logs(list(paths), [policy], stream=True, **replay_kwargs)
+    rr = replay_logs([Path(p) for p in paths], [policy], stream=True, **replay_kwargs)
+    assert isinstance(rr, ReplayResult)  # a stock log's analysis comes only when asked for
     if rr.build_node is None:
         raise InputError("these logs hold no round to replay")
     node = rr.build_node(policy)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -58,7 +58,7 @@ class ExecResult:
     seconds: float
     completed: list[str] = field(default_factory=list)
     incomplete: list[str] = field(default_factory=list)
-    stats: dict[str, int] = field(default_factory=dict)
+    stats: dict[str, int | float] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     #: what the log reader could not read, from the plan
     log_notes: list[str] = field(default_factory=list)
@@ -102,7 +102,9 @@ class _Execution:
     """The state of one plan being performed: the allocator, the KV cache and what the
     run has seen so far (who got slots first, how far each request was written)."""
 
-    def __init__(self, plan: Plan, alloc: PageAllocator, cache: KvCache, hosts: dict):
+    def __init__(
+        self, plan: Plan, alloc: PageAllocator, cache: KvCache, hosts: dict[int, torch.Tensor]
+    ) -> None:
         self.plan, self.alloc, self.cache, self.hosts = plan, alloc, cache, hosts
         self.failures: list[str] = []
         self.first_round: dict[str, int] = dict.fromkeys((r for r, _ in plan.snapshot.held), -1)
@@ -283,7 +285,7 @@ class _Blamed(Exception):
         }
 
 
-def _victim(pieces, first_round: dict[str, int], rnd: int) -> str:
+def _victim(pieces: Sequence[tuple[str, int, int]], first_round: dict[str, int], rnd: int) -> str:
     """Whom the out-of-memory is pinned on: a request that got slots in an earlier round
     (its later pieces were promised when it was admitted), else the batch's last piece."""
     for rid, _s, _e in pieces:

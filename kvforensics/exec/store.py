@@ -53,8 +53,8 @@ def _torch_store(kv: torch.Tensor, idx: torch.Tensor, src: torch.Tensor) -> None
     kvw.index_copy_(1, idx, srcw)
 
 
-def _import_triton_store(interpret: bool):
-    """Load the kernel module with the interpreter switched on or off.
+def _import_triton_store(interpret: bool) -> Callable[..., None]:
+    """Load the kernel module with the interpreter switched on or off; its ``store_rows``.
 
     ``TRITON_INTERPRET`` is read when kernels are defined; once triton and the kernel
     module are loaded one way this process cannot switch, so say how to get the other.

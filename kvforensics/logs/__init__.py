@@ -6,7 +6,8 @@ Public entry points:
     load_catalogue(extra_formats=None) -> Catalogue
 """
 
-from kvforensics.logs.catalogue import Catalogue, Format, load_catalogue
+from kvforensics.logs.catalogue import load_catalogue
+from kvforensics.logs.forms import Catalogue, Format
 from kvforensics.logs.reader import iter_events, read_events
 from kvforensics.logs.summary import FileSummary, ParseSummary
 

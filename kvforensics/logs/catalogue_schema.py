@@ -24,8 +24,9 @@ class _Sample(_Strict):
 class _Field(_Strict):
     type: str
     group: str | None = None
-    keys: str | list[str] = ()
-    regex: str | list[str] = ()
+    # (pydantic leaves a default unchecked: the empty tuple reads as none given)
+    keys: str | list[str] = ()  # type: ignore[assignment]
+    regex: str | list[str] = ()  # type: ignore[assignment]
 
 
 class _Pairs(_Strict):

@@ -9,11 +9,12 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from functools import lru_cache
+from typing import Any
 
 import polars as pl
 
 from kvforensics.clip import clip
-from kvforensics.logs.catalogue import Catalogue, FieldSpec, Format
+from kvforensics.logs.forms import Catalogue, FieldSpec, Format
 from kvforensics.logs.sanity import SATURATED, split_unreadable
 from kvforensics.logs.wrapper import Wrapper
 
@@ -107,7 +108,7 @@ def _json_text(expr: pl.Expr) -> pl.Expr:
 def _extra(ok: pl.DataFrame, fmt: Format, src: pl.Expr) -> pl.Series:
     """Unknown `key: value` pairs of each row as a JSON object (numbers stay numbers).
     Known pairs are cut out first, so only the rare rows with leftovers are split."""
-    p = fmt.pairs
+    p = fmt.key_pairs()
     known = sorted({k for fs in fmt.fields for k in fs.keys}, key=len, reverse=True)
     cut = (
         rf"(?:^|{re.escape(p.sep)})(?:{'|'.join(re.escape(k) for k in known)})"
@@ -185,7 +186,7 @@ def _pairs_out(ok: pl.DataFrame, fast: pl.DataFrame, fmt: Format) -> pl.DataFram
 def _splittable(fmt: Format) -> bool:
     """Fields can be read by splitting when every field is a key lookup and no key holds
     the separator or the assignment text (so an item's key is the text before `assign`)."""
-    p = fmt.pairs
+    p = fmt.key_pairs()
     if not p.sep or not p.assign:
         return False
     if not all(fs.keys and not fs.group and fs.type != "list" for fs in fmt.fields):
@@ -204,7 +205,7 @@ def _pairs_split(ok: pl.DataFrame, fmt: Format) -> tuple[pl.DataFrame, pl.Series
     holds a value the split cannot read exactly as the regex would (not a plain number
     for a number field; quotes, brackets or commas for others). Rows with unknown items
     get `extra` from `_extra`, the others have none (the regex path would cut all)."""
-    p = fmt.pairs
+    p = fmt.key_pairs()
     n = ok.height
     keys = list(dict.fromkeys(k for fs in fmt.fields for k in fs.keys))
     code = {k: i for i, k in enumerate(keys)}
@@ -268,11 +269,12 @@ def _fields_regex(ok: pl.DataFrame, fmt: Format) -> pl.DataFrame:
         if fs.group:
             raw, lenient = groups.struct.field(fs.group), False
         elif fs.keys:
-            src = groups.struct.field(fmt.pairs.group)
+            pairs = fmt.key_pairs()
+            src = groups.struct.field(pairs.group)
             numeric = fs.type in ("int", "float")
             raw = pl.coalesce(
                 [
-                    src.str.extract(_key_regex(fmt.pairs.sep, fmt.pairs.assign, k, numeric), 1)
+                    src.str.extract(_key_regex(pairs.sep, pairs.assign, k, numeric), 1)
                     for k in fs.keys
                 ]
             )
@@ -293,7 +295,7 @@ def _multiline(
     taken: pl.Series,
     prefixed: pl.Series,
     fmt: Format,
-    prefix_re: re.Pattern,
+    prefix_re: re.Pattern[str],
     strip_prefix: bool = False,
 ) -> tuple[pl.DataFrame, list[int], list[int]]:
     """Attach to each head line the unprefixed, unmatched lines after it (and an `absorb`
@@ -331,14 +333,16 @@ def _multiline(
     return out, used, swallowed
 
 
-def _absorbs(head: dict, fmt: Format, prefix_re: re.Pattern) -> bool:
+def _absorbs(head: dict[str, Any], fmt: Format, prefix_re: re.Pattern[str]) -> bool:
     text = head["text"] or ""
     m = prefix_re.match(text)
-    return bool(head["prefixed"] and m) and any(text[m.end() :].startswith(a) for a in fmt.absorb)
+    return bool(head["prefixed"]) and m is not None and any(
+        text[m.end() :].startswith(a) for a in fmt.absorb
+    )
 
 
 @lru_cache(maxsize=16)
-def _compiled(regex: str) -> re.Pattern:
+def _compiled(regex: str) -> re.Pattern[str]:
     return re.compile(regex)
 
 
@@ -384,7 +388,7 @@ def _promote(
     their format's `promote` regex to that format (a scheduler exception whose traceback
     is an out-of-memory is that out-of-memory)."""
     by_name = {f.name: f for f in cat.formats}
-    out: dict[str, list] = {}
+    out: dict[str, list[Any]] = {}
     for fmt, ok in bodies:
         if swallowed:
             ok = ok.filter(~pl.col("idx").is_in(swallowed))
@@ -465,7 +469,8 @@ def _prefix_values(groups: pl.DataFrame, cat: Catalogue) -> pl.DataFrame:
     clock = stamp.str.to_time("%H:%M:%S", strict=False)
     clock = pl.select(pl.when(clock_only).then(clock).otherwise(time.dt.time())).to_series()
     cols = [
-        (time + pl.duration(milliseconds=ms_int)).alias("time"),
+        # (polars takes a Series as a duration's part; its stub says Expr)
+        (time + pl.duration(milliseconds=ms_int)).alias("time"),  # type: ignore[arg-type]
         (clock.cast(pl.Int64) + ms_int * 1_000_000).cast(pl.Time).alias("clock"),
         (ms.is_not_null() & stamp.is_not_null()).alias("time_has_ms"),
         tags.fill_null("").alias("rank"),

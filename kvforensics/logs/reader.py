@@ -15,12 +15,14 @@ from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 
 from kvforensics.errors import InputError
-from kvforensics.logs.catalogue import Catalogue, load_catalogue
+from kvforensics.logs.catalogue import load_catalogue
 from kvforensics.logs.extract import UNMATCHED_SAMPLES, ChunkStats, extract_chunk
+from kvforensics.logs.forms import Catalogue
 from kvforensics.logs.source import check_readable, is_gzip, iter_bytes
 from kvforensics.logs.summary import FileSummary, ParseSummary
 from kvforensics.logs.wrapper import Wrapper, learn
@@ -56,8 +58,8 @@ def split_lines(buf: bytes) -> pl.Series:
     if len(s) != expected:  # never seen; keep line numbers exact whatever the reader does
         text = buf.decode("utf-8", "replace").split("\n")
         s = pl.Series("text", text[:expected], dtype=pl.String)
-        s = pl.when(s.str.strip_chars("\r") == "").then(None).otherwise(s.str.strip_suffix("\r"))
-        s = pl.select(s.alias("text")).to_series()
+        e = pl.when(s.str.strip_chars("\r") == "").then(None).otherwise(s.str.strip_suffix("\r"))
+        s = pl.select(e.alias("text")).to_series()
     return s
 
 
@@ -182,19 +184,19 @@ def iter_events(
 
     Raises InputError (one line) for inputs that cannot be read at all.
     """
-    paths = [Path(p) for p in paths]
-    if not paths:
+    files = [Path(p) for p in paths]
+    if not files:
         raise InputError("no log files given")
     seen: set[Path] = set()
-    for p in paths:
+    for p in files:
         check_readable(p)
         if p.resolve() in seen:
             raise InputError(f"{p}: given twice")
         seen.add(p.resolve())
     cat = catalogue or load_catalogue(extra_formats)
-    heads = {p: sniff(p) for p in paths}
+    heads = {p: sniff(p) for p in files}
     workers = workers or min(4, os.cpu_count() or 2)
-    total = sum(p.stat().st_size for p in paths)
+    total = sum(p.stat().st_size for p in files)
 
     with ExitStack() as stack:
         # a stage of the command's display; ``progress`` alone opens a display of its own
@@ -203,7 +205,7 @@ def iter_events(
             shown = stack.enter_context(Stages())
         on_read = shown.reader(label, total)
         pool = stack.enter_context(ThreadPoolExecutor(max_workers=workers))
-        for path in paths:
+        for path in files:
             fs = FileSummary(str(path), is_gzip(path), path.stat().st_size)
             summary.files.append(fs)
             if fs.bytes_on_disk == 0:
@@ -212,7 +214,7 @@ def iter_events(
             wrapper = learn(heads[path], cat)
             fs.wrapper = wrapper.says() if wrapper else None
             cutter = _Cutter(cat, wrapper)
-            pending: deque = deque()
+            pending: deque[Any] = deque()
             nul = 0
             for chunk, last in _chunks(path, cutter, fs, summary.gaps, on_read, chunk_bytes):
                 if b"\x00" in chunk:  # e.g. the zero-filled tail a crash leaves on some filesystems

@@ -15,6 +15,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from kvforensics.logs.source import iter_bytes
 
@@ -84,7 +85,7 @@ def batch_line_releases(sep: str, pairs: str) -> tuple[Release | None, Release |
     return _v(10), _v(10), "the graph flag before input throughput, no #pending-token (0.5.10)"
 
 
-def _intersect(a: tuple, b: tuple) -> tuple:
+def _intersect(a: tuple[Any, ...], b: tuple[Any, ...]) -> tuple[Any, ...]:
     lo = max((x for x in (a[0], b[0]) if x), default=None)
     hi = min((x for x in (a[1], b[1]) if x), default=None)
     return lo, hi
@@ -105,9 +106,10 @@ def detect_release(paths: list[Path]) -> tuple[ReleaseEvidence | None, list[str]
             other = ReleaseEvidence("other", None, None, "sglang-jax's code paths",
                                     *head.at(min(jax)))  # fmt: skip
         if version is None and (got := head.version()):
-            m, where, line = got
-            r = tuple(int(x) for x in m.groups())
-            version = ReleaseEvidence("version", r, r, f"version string {m.group(0)!r}",
+            vm, where, line = got
+            major, minor, patch = (int(x) for x in vm.groups())  # ``_VERSION``'s three
+            r = (major, minor, patch)
+            version = ReleaseEvidence("version", r, r, f"version string {vm.group(0)!r}",
                                       where, line)  # fmt: skip
         for m in _BATCH.finditer(raw):
             sep, pairs = (g.decode("utf-8", "replace") for g in m.groups())
@@ -124,7 +126,7 @@ def _combine(forms: list[ReleaseEvidence], notes: list[str]) -> ReleaseEvidence 
     the one cited); None with a note when they disagree."""
     if not forms:
         return None
-    span: tuple = (None, None)
+    span: tuple[Any, ...] = (None, None)
     best = forms[0]
     for f in forms:
         new = _intersect(span, (f.lo, f.hi))
@@ -164,7 +166,7 @@ class _Head:
         start, end = raw.rfind(b"\n", 0, i) + 1, raw.find(b"\n", i)
         return f"{self.path}:{n}", raw[start:end].decode("utf-8", "replace").strip()
 
-    def version(self) -> tuple[re.Match, str, str] | None:
+    def version(self) -> tuple[re.Match[str], str, str] | None:
         """The first version string, where, and its line (of the lines naming sglang)."""
         low = self.raw.lower()  # ASCII only: the offsets stay the raw bytes'
         i = low.find(b"sglang")

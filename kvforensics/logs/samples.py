@@ -15,8 +15,8 @@ from typing import Any
 import polars as pl
 
 from kvforensics.errors import InputError
-from kvforensics.logs.catalogue import Catalogue, Format, Prefix
 from kvforensics.logs.extract import extract_chunk, prefix_columns
+from kvforensics.logs.forms import Catalogue, Format, Prefix
 
 PREFIX_KEYS = ("time", "clock", "time_has_ms", "rank")
 
@@ -32,10 +32,10 @@ def parse_sample(cat: Catalogue, text: str) -> tuple[pl.DataFrame, int]:
 def _same(got: Any, want: Any) -> bool:
     if isinstance(want, float) and isinstance(got, float):
         return math.isclose(got, want, rel_tol=1e-9, abs_tol=1e-12)
-    return got == want
+    return bool(got == want)
 
 
-def format_sample_problems(cat: Catalogue, fmt: Format, sample: dict) -> list[str]:
+def format_sample_problems(cat: Catalogue, fmt: Format, sample: dict[str, Any]) -> list[str]:
     """What differs between a format sample's expectation and its parse (empty: none)."""
     events, unmatched = parse_sample(cat, sample["line"])
     if events.height != 1:
@@ -87,7 +87,7 @@ def _want(key: str, value: Any) -> tuple[Any, str | None]:
         return None, f"expects {key} {value!r}, which is not {like}"
 
 
-def prefix_sample_problems(cat: Catalogue, sample: dict) -> list[str]:
+def prefix_sample_problems(cat: Catalogue, sample: dict[str, Any]) -> list[str]:
     """What differs between a prefix sample's expectation and the prefix read off its line;
     keys not given are expected empty (null, or "" for rank)."""
     row = prefix_columns(pl.DataFrame({"text": [sample["line"]]}), cat).row(0, named=True)

@@ -125,7 +125,6 @@ def split_unreadable(
     broken = [i for i, c in enumerate(hits.columns) if hits[c].any()]
     if not broken:
         return events, none
-    rows = hits.select(pl.any_horizontal([f"r{i}" for i in broken]))
-    rows = rows.to_series()
+    rows = hits.select(pl.any_horizontal([f"r{i}" for i in broken])).to_series()
     why = pl.coalesce([pl.when(reasons[i][0]).then(reasons[i][1]) for i in broken])
     return events.filter(~rows), events.filter(rows).with_columns(why.alias("why"))

@@ -11,6 +11,7 @@ import os
 import zlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import IO
 
 from kvforensics.errors import InputError
 
@@ -66,7 +67,10 @@ def iter_bytes(
         yield from _gunzip(fh, path, gaps, on_read, read_size)
 
 
-def _gunzip(fh, path: Path, gaps: list[str], on_read, read_size: int) -> Iterator[bytes]:
+def _gunzip(
+    fh: IO[bytes], path: Path, gaps: list[str], on_read: Callable[[int], None] | None,
+    read_size: int,
+) -> Iterator[bytes]:
     # zlib directly (not gzip.open) so that output decoded before damage is kept and the
     # members of a concatenated .gz (rotated logs joined with cat) are all read.
     d = zlib.decompressobj(wbits=31)

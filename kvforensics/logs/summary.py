@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 
 @dataclass
@@ -67,7 +68,7 @@ class ParseSummary:
     def cut_lines(self) -> list[str]:
         return [f.path for f in self.files if f.cut_last_line]
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {
             "files": [{**f.__dict__, "ranks": sorted(f.ranks)} for f in self.files],
             "lines": self.lines,

@@ -20,7 +20,7 @@ from functools import cached_property
 
 import polars as pl
 
-from kvforensics.logs.catalogue import Catalogue, WrapperForm, _split_flags, is_anchored
+from kvforensics.logs.forms import Catalogue, WrapperForm, is_anchored, split_flags
 
 #: SGLang's own prefix anywhere in a line: a date and time, a time of day or rank tags
 SGLANG_BRACKET = (
@@ -46,7 +46,7 @@ class Wrapper:
     def regex(self) -> str:
         parts = []
         for i, f in enumerate(self.forms):
-            body = _split_flags(f.regex)[1].removeprefix("^")
+            body = split_flags(f.regex)[1].removeprefix("^")
             for g, short in (("time", "t"), ("frac", "f"), ("clock", "c")):
                 body = body.replace(f"(?P<{g}>", f"(?P<{short}{i}>")
             parts.append(f"(?:{body})?")
@@ -79,7 +79,9 @@ class Wrapper:
                 t = raw.str.to_datetime(f.time_format, time_unit="ms", strict=False)
                 if frac is not None:
                     ms = frac.str.slice(0, 3).str.pad_end(3, "0").cast(pl.Int64, strict=False)
-                    t = t + pl.select(pl.duration(milliseconds=ms.fill_null(0))).to_series()
+                    # (polars takes a Series as a duration's part; its stub says Expr)
+                    ms_part = ms.fill_null(0)
+                    t = t + pl.select(pl.duration(milliseconds=ms_part)).to_series()  # type: ignore[arg-type]
                     has_ms.append(frac.is_not_null() & t.is_not_null())
                 stamps.append(t)
             if f"c{i}" in g.struct.fields:
@@ -104,7 +106,7 @@ def _markers(cat: Catalogue) -> list[str]:
     for f in cat.formats:
         if not is_anchored(f.regex):  # found anywhere in a line by design
             continue
-        flags, body = _split_flags(f.line_regex or f.regex)
+        flags, body = split_flags(f.line_regex or f.regex)
         body = body.removeprefix("^")
         if f.line_regex:  # `(?P<__m>)` and the optional prefix in front of the message
             body = body.removeprefix("(?P<__m>)").removeprefix(cat.prefix.optional)
@@ -115,7 +117,7 @@ def _markers(cat: Catalogue) -> list[str]:
 
 
 def _peel(
-    head: str, forms: tuple[tuple[WrapperForm, re.Pattern], ...]
+    head: str, forms: tuple[tuple[WrapperForm, re.Pattern[str]], ...]
 ) -> tuple[tuple[WrapperForm, ...], str]:
     """The forms that explain `head`, outermost first, and the text none explains."""
     seq: list[WrapperForm] = []

@@ -3,14 +3,15 @@ multi-GB log's events never holds them all in memory."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import polars as pl
 from polars.io.plugins import register_io_source
 
 from kvforensics.errors import InputError
-from kvforensics.logs.catalogue import Catalogue, load_catalogue
+from kvforensics.logs.catalogue import load_catalogue
+from kvforensics.logs.forms import Catalogue
 from kvforensics.logs.reader import iter_events
 from kvforensics.logs.summary import ParseSummary
 from kvforensics.progress import current
@@ -38,7 +39,10 @@ def events_lazy(
     paths = list(paths)
     stages = current()  # polars calls ``source`` from a thread of its own
 
-    def source(with_columns, predicate, n_rows, batch_size):
+    def source(
+        with_columns: list[str] | None, predicate: pl.Expr | None, n_rows: int | None,
+        batch_size: int | None,
+    ) -> Iterator[pl.DataFrame]:
         for df in iter_events(paths, summary, progress=progress, catalogue=cat, stages=stages):
             if keep is not None:
                 out = df.filter(~keep)["kind"].value_counts().iter_rows()

@@ -21,7 +21,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from kvforensics.model import OutOfMemory, PrefillNode, RoundRecord
 from kvforensics.rounds import Rebuild, Round
@@ -92,7 +92,7 @@ class Shift:
             f"against what the rounds since round {self.after} leave)"
         )
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         return {
             "round": self.round,
             "tokens": self.tokens,
@@ -172,7 +172,11 @@ class Miss(NamedTuple):
     need: int
 
 
-def evidence_check(rb: Rebuild) -> Callable[[int, list[tuple[str, int, int]]], Miss | None]:
+#: what a run's round should have shown: ``None``, or how it missed
+Check = Callable[[int, list[tuple[str, int, int]]], Miss | None]
+
+
+def evidence_check(rb: Rebuild) -> Check:
     """A check of one round's pieces (the model's) against what the logs pin down of that
     round: pieces observed or derived, a piece end an AttentionStore write bounds, and the
     batch line's ``#new-token``."""
@@ -225,7 +229,7 @@ class _Probe:
     at: int | None = None
 
 
-def _probe(base: PrefillNode, extra: dict[int, int], anchor: Anchor, check) -> _Probe:
+def _probe(base: PrefillNode, extra: dict[int, int], anchor: Anchor, check: Check) -> _Probe:
     """Run a copy of ``base`` with ``extra`` events to ``anchor`` and read what it
     observes there."""
     node = copy.deepcopy(base)
@@ -295,7 +299,9 @@ def _placements(after: int, upto: int) -> list[int]:
     return sorted({rounds[round(i * step)] for i in range(MAX_PLACEMENTS)}, reverse=True)
 
 
-def _fit(base, at: int, guess: int, anchor: Anchor, check, page: int) -> tuple[int, _Probe] | None:
+def _fit(
+    base: PrefillNode, at: int, guess: int, anchor: Anchor, check: Check, page: int
+) -> tuple[int, _Probe] | None:
     """The size of one event before round ``at`` that makes the run meet ``anchor``, or
     None. Each try re-runs; what it missed corrects the size (the pieces move with it).
     A correction that moves nothing (a piece the chunk budget caps) doubles; once one try
@@ -323,8 +329,8 @@ def _fit(base, at: int, guess: int, anchor: Anchor, check, page: int) -> tuple[i
     return None
 
 
-def _least(base, at: int, tokens: int, low: int | None, p: _Probe, anchor: Anchor, check,
-           page: int) -> tuple[int, _Probe]:  # fmt: skip
+def _least(base: PrefillNode, at: int, tokens: int, low: int | None, p: _Probe, anchor: Anchor,
+           check: Check, page: int) -> tuple[int, _Probe]:  # fmt: skip
     """The smallest take that still meets ``anchor``, once one that does is known and one
     that takes too little: an AttentionStore interval or a 0 available admits a range, and
     the logs show no more than its lower end."""
@@ -339,7 +345,7 @@ def _least(base, at: int, tokens: int, low: int | None, p: _Probe, anchor: Ancho
 
 
 def anchor_run(
-    node: PrefillNode, marks: list[Anchor], check, *, start: int, page: int
+    node: PrefillNode, marks: list[Anchor], check: Check, *, start: int, page: int
 ) -> Anchoring:
     """Run ``node`` (``prefix``, at the start of round ``start``) through every anchor,
     finding the events each one needs. A round whose pieces miss the evidence before an
@@ -353,31 +359,34 @@ def anchor_run(
     if marks and not isinstance(out, RoundRecord):
         return Anchoring((), tuple(Unmet(m, "the start round does not run") for m in marks), start)
     pending = list(marks)
-    while pending and node is not None:
+    run: PrefillNode | None = node
+    while pending and run is not None:
         mark = pending[0]
-        p = _probe(node, {}, mark, check)
+        p = _probe(run, {}, mark, check)
         if p.why is None and p.value == mark.value:
-            node, after = _advance(p.node, mark), mark.round
+            run, after = _advance(p.node, mark), mark.round
             pending.pop(0)
             continue
         if p.at is not None and p.at < mark.round + (mark.kind == "piece") and mark.kind != "piece":
             pending.insert(0, Anchor(p.at, "piece", 0, p.why or ""))
             continue
-        found = list(_consistent(node, after, mark, _step(p, mark, page) or 0, check, page))
+        found = list(_consistent(run, after, mark, _step(p, mark, page) or 0, check, page))
         pending.pop(0)
         if not found:
             unmet.append(Unmet(mark, p.why or f"the run has {p.value} there, and no single event "
                                f"after round {after} makes every observation hold"))  # fmt: skip
-            node, after = _advance(p.node, mark), mark.round
+            run, after = _advance(p.node, mark), mark.round
             continue
         (r, t, probe), *_ = found
         shifts.append(Shift(r, t, after, mark, tuple((fr, ft) for fr, ft, _ in found)))
-        node, after = _advance(probe.node, mark), mark.round
+        run, after = _advance(probe.node, mark), mark.round
     unmet.extend(Unmet(m, f"the run stops in round {after}") for m in pending)
     return Anchoring(tuple(shifts), tuple(unmet), after)
 
 
-def _consistent(base, after: int, mark: Anchor, guess: int, check, page: int) -> Iterator:
+def _consistent(
+    base: PrefillNode, after: int, mark: Anchor, guess: int, check: Check, page: int
+) -> Iterator[tuple[int, int, _Probe]]:
     """Every placement (latest first) and size that meets ``mark``; for a round's pieces
     the latest only (they are many, and close to the event)."""
     for at in _placements(after, mark.round):

@@ -19,23 +19,29 @@ import subprocess
 import sys
 import threading
 from collections import deque
+from collections.abc import Iterable
 from operator import attrgetter
 from pathlib import Path
+from typing import IO, Any
 
 from kvforensics.errors import KvfError
+from kvforensics.model import Config
 from kvforensics.model.profiles import Profile
 from kvforensics.replay.fidelity import Fidelity, FidelityCheck
-from kvforensics.rounds import Round
-from kvforensics.rounds.compact import pack_time, unpack_time
-from kvforensics.rounds.provenance import Prov
-from kvforensics.rounds.records import Decision, Piece
-from kvforensics.scan.whole_log import (
+from kvforensics.replay.state import Sizes
+from kvforensics.replay.whole_log import (
     Findings,
+    Replayed,
+    WholeLog,
     WholeLogPass,
     complete,
     fix_policies,
     is_replayable,
 )
+from kvforensics.rounds import Round
+from kvforensics.rounds.compact import pack_time, unpack_time
+from kvforensics.rounds.provenance import Prov
+from kvforensics.rounds.records import Decision, Piece
 
 #: rounds sent to the second process at a time, and batches it may be behind by
 BATCH, AHEAD = 256, 8
@@ -50,7 +56,7 @@ class Checks:
     """The re-runs in this process. ``known``: the configuration and the live prompt
     lengths (``Known``); ``whole``: gather the whole-log findings too."""
 
-    def __init__(self, known, profile: Profile, whole: bool) -> None:
+    def __init__(self, known: Sizes, profile: Profile, whole: bool) -> None:
         self.fidelity = FidelityCheck(known, profile=profile)
         self.wholelog = WholeLogPass(known, profile) if whole else None
 
@@ -74,7 +80,7 @@ class Checks:
     def result(self) -> Fidelity:
         return self.fidelity.result()
 
-    def finish(self, rr, per_round: float):
+    def finish(self, rr: Replayed, per_round: float) -> WholeLog | None:
         """The whole-log findings (None when not gathered); ``rr``: the replay."""
         return self.wholelog.finish(rr, per_round) if self.wholelog is not None else None
 
@@ -82,7 +88,7 @@ class Checks:
         """Nothing to stop."""
 
 
-def pack_round(rnd: Round, lens: dict[str, int], late: bool) -> tuple:
+def pack_round(rnd: Round, lens: dict[str, int], late: bool) -> tuple[Any, ...]:
     """What a re-run of ``rnd`` reads, as plain values (``unpack_round`` gives it back)."""
     base = rnd.baseline.value if rnd.baseline is not None else None
     lock = rnd.first_lock.value if rnd.first_lock is not None else None
@@ -93,7 +99,7 @@ def pack_round(rnd: Round, lens: dict[str, int], late: bool) -> tuple:
     )  # fmt: skip
 
 
-def unpack_round(row: tuple) -> tuple[Round, dict[str, int], bool]:
+def unpack_round(row: tuple[Any, ...]) -> tuple[Round, dict[str, int], bool]:
     index, t, has_base, base, decisions, pieces, lens, late, lock = row
     rnd = Round(
         index, unpack_time(t), [Decision(*d) for d in decisions],
@@ -113,19 +119,19 @@ class Remote:
     says it is ready is replaced by the same work in this process (``Here``), the batches
     sent so far given again; one that stops later is an error."""
 
-    def __init__(self, link: Pipes, cfg, profile: Profile, whole: bool) -> None:
+    def __init__(self, link: Pipes, cfg: Config, profile: Profile, whole: bool) -> None:
         self._link: Pipes | Here = link
         self._hello = (cfg, profile, whole)
-        self._unready: list[list[tuple]] | None = []  # batches sent before it was ready
+        self._unready: list[list[tuple[Any, ...]]] | None = []  # batches sent before it was ready
         self._put(self._hello)
         self.whole = whole
         self.refused: dict[str, list[tuple[Round, str]]] = {p: [] for p in fix_policies()}
         self.refused_rounds: set[int] = set()
-        self._batch: list[tuple] = []
+        self._batch: list[tuple[Any, ...]] = []
         self._held: dict[int, Round] = {}  # the rounds of the batch being filled
         #: per batch in flight: its first round's index and its rounds by index
         self._sent: deque[tuple[int, dict[int, Round]]] = deque()
-        self._end: tuple | None = None
+        self._end: tuple[Fidelity, Findings | None] | None = None
 
     def add(self, rnd: Round, lens: dict[str, int] | None = None, late: bool = False) -> None:
         if not (is_replayable(rnd) and self.whole) and not (rnd.decisions and not late):
@@ -152,13 +158,14 @@ class Remote:
             self.refused[policy].append((rounds[index], rid))
             self.refused_rounds.add(index)
 
-    def _put(self, obj) -> None:
+    def _put(self, obj: object) -> None:
         try:
             self._link.put(obj)
         except Gone:
             self._here()
 
-    def _get(self):
+    def _get(self) -> Any:
+        """The next answer (what the second process pickled)."""
         while True:
             try:
                 got = self._link.get()
@@ -174,6 +181,7 @@ class Remote:
 
     def _here(self) -> None:
         """The second process stopped: before it was ready, its work goes on here."""
+        assert isinstance(self._link, Pipes)  # only the second process's pipes break
         if self._unready is None:
             raise self._link.stopped()
         self._link.close()
@@ -196,7 +204,7 @@ class Remote:
     def pinned(self) -> list[Round]:
         return [rnd for refused in self.refused.values() for rnd, _ in refused]
 
-    def _ended(self) -> tuple:
+    def _ended(self) -> tuple[Fidelity, Findings | None]:
         """The fidelity record and the findings, once every round sent is checked."""
         if self._end is None:
             self.settle()
@@ -208,7 +216,7 @@ class Remote:
     def result(self) -> Fidelity:
         return self._ended()[0]
 
-    def finish(self, rr, per_round: float):
+    def finish(self, rr: Replayed, per_round: float) -> WholeLog | None:
         found: Findings | None = self._ended()[1]
         return complete(rr, found, self.refused, per_round) if found is not None else None
 
@@ -235,14 +243,16 @@ class Pipes:
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=_env(),
         )  # fmt: skip
 
-    def put(self, obj) -> None:
+    def put(self, obj: object) -> None:
+        assert self.proc.stdin is not None and self.proc.stdout is not None  # both piped
         try:
             pickle.dump(obj, self.proc.stdin, protocol=pickle.HIGHEST_PROTOCOL)
             self.proc.stdin.flush()
         except (OSError, ValueError):  # a broken pipe, or one already closed
             raise Gone from None
 
-    def get(self):
+    def get(self) -> Any:
+        assert self.proc.stdout is not None  # piped
         try:
             return pickle.load(self.proc.stdout)
         except (EOFError, OSError, ValueError, pickle.UnpicklingError):
@@ -262,7 +272,8 @@ class Pipes:
         """Stop it (it exits by itself once its input ends)."""
         for f in (self.proc.stdin, self.proc.stdout):
             with contextlib.suppress(OSError):  # a pipe the second process broke
-                f.close()
+                if f is not None:
+                    f.close()
         try:
             self.proc.wait(5)
         except subprocess.TimeoutExpired:
@@ -304,9 +315,10 @@ class Here:
     def __init__(self) -> None:
         self._checks: Checks | None = None
         self._known: Known | None = None
-        self._answers: deque = deque()
+        self._answers: deque[Any] = deque()
 
-    def answer(self, obj):
+    def answer(self, obj: Any) -> Any:
+        """What the parent sent (unpickled): the sizes, a batch, or None at the end."""
         if self._checks is None:  # the sizes first
             cfg, profile, whole = obj
             self._known = Known(cfg, {})
@@ -315,29 +327,30 @@ class Here:
         if obj is None:
             wl = self._checks.wholelog
             return self._checks.result(), wl.findings() if wl is not None else None
+        assert self._known is not None  # set with the checks
         return _check(self._checks, self._known, obj)
 
-    def put(self, obj) -> None:
+    def put(self, obj: object) -> None:
         self._answers.append(self.answer(obj))
 
-    def get(self):
+    def get(self) -> Any:
         return self._answers.popleft()
 
     def close(self) -> None:
         """Nothing to stop."""
 
 
-def serve(inp, out) -> None:
+def serve(inp: IO[bytes], out: IO[bytes]) -> None:
     """The second process: ``Here`` on its standard input and output."""
     from kvforensics.collector import fewer_collections
 
-    def put(obj) -> None:
+    def put(obj: object) -> None:
         pickle.dump(obj, out, protocol=pickle.HIGHEST_PROTOCOL)
         out.flush()
 
     # A batch is larger than the pipe holds: read ahead in a thread, so that the parent's
     # write returns while this process re-runs the batch before (up to ``AHEAD`` batches).
-    inbox: queue.Queue = queue.Queue(maxsize=AHEAD)
+    inbox: queue.Queue[Any] = queue.Queue(maxsize=AHEAD)
     threading.Thread(target=_read_ahead, args=(inp, inbox), daemon=True).start()
     here = Here()
     try:
@@ -358,7 +371,7 @@ def serve(inp, out) -> None:
             put(Failed(RuntimeError(f"{type(exc).__name__}: {exc}")))
 
 
-def _read_ahead(inp, inbox: queue.Queue) -> None:
+def _read_ahead(inp: IO[bytes], inbox: queue.Queue[Any]) -> None:
     """What the parent sends, one object at a time, until None or the end of the pipe
     (then the exception that ended it)."""
     while True:
@@ -372,7 +385,7 @@ def _read_ahead(inp, inbox: queue.Queue) -> None:
             return
 
 
-def _check(checks: Checks, known, batch: list[tuple]) -> list[tuple[int, str, str]]:
+def _check(checks: Checks, known: Known, batch: list[tuple[Any, ...]]) -> list[tuple[int, str, str]]:
     """One batch re-run; the refusals it found as (round, policy, request)."""
     for row in batch:
         rnd, lens, late = unpack_round(row)
@@ -391,18 +404,20 @@ def _check(checks: Checks, known, batch: list[tuple]) -> list[tuple[int, str, st
 class Known:
     """What a model node at a round needs besides the round: the sizes and prompt lengths."""
 
-    def __init__(self, cfg, seq_lens: dict[str, int]) -> None:
+    def __init__(self, cfg: Config, seq_lens: dict[str, int]) -> None:
         self.cfg, self.seq_lens = cfg, seq_lens
 
 
-def make_checks(known, profile: Profile, whole: bool, link: Pipes | None = None):
+def make_checks(
+    known: Sizes, profile: Profile, whole: bool, link: Pipes | None = None
+) -> Checks | Remote:
     """``link``: a second process (``start``) to run the re-runs in; else here."""
     if link is not None:
         return Remote(link, known.cfg, profile, whole)
     return Checks(known, profile, whole)
 
 
-def default_jobs(paths) -> int:
+def default_jobs(paths: Iterable[str | Path]) -> int:
     """2 for logs of ``REMOTE_BYTES`` or more on a machine with two CPUs or more, else 1."""
     if (os.cpu_count() or 1) < 2:
         return 1

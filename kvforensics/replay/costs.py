@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from kvforensics.model import OutOfMemory
 from kvforensics.replay.replay import LOWER_BOUND, MAX_ROUNDS, ReplayResult
 from kvforensics.replay.verdict import FirstTokenDelay, first_token_delays
 
@@ -27,7 +28,7 @@ class CostReading:
     delays: dict[str, list[FirstTokenDelay]]  # policy -> requests whose first token moved
 
 
-def _same_oom(rr: ReplayResult, got) -> bool | None:
+def _same_oom(rr: ReplayResult, got: OutOfMemory | None) -> bool | None:
     o = rr.observed_oom
     if o is None:
         return None
@@ -39,7 +40,7 @@ def _same_oom(rr: ReplayResult, got) -> bool | None:
     )
 
 
-def _fits(rr: ReplayResult, got, seconds: float) -> bool | None:
+def _fits(rr: ReplayResult, got: OutOfMemory | None, seconds: float) -> bool | None:
     same = _same_oom(rr, got)
     lower = rr.transfer.alternatives.get(LOWER_BOUND) if rr.transfer else None
     return same if same is None or lower is None else same and seconds >= lower

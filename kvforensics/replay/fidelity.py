@@ -5,10 +5,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from operator import attrgetter
+from typing import Any
 
 from kvforensics.model.ledger import Step
 from kvforensics.model.profiles import FORK, Profile
-from kvforensics.rounds import Round
+from kvforensics.replay.state import Sizes, node_at
+from kvforensics.rounds import Rebuild, Round
 
 #: logged field -> ledger column
 FIELDS = {
@@ -36,7 +38,7 @@ class Mismatch:
     model: object
     where: str | None = None
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         d = {"round": self.round, "rid": self.rid, "field": self.field,
              "logged": self.logged, "model": self.model}  # fmt: skip
         if self.where is not None:
@@ -55,7 +57,7 @@ class Fidelity:
     def with_drops(self, n: int) -> Fidelity:
         return replace(self, unexplained_drops=n)
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         d = {"rounds_checked": self.rounds_checked,
              "mismatches": [m.as_dict() for m in self.mismatches]}  # fmt: skip
         if self.unexplained_drops is not None:
@@ -91,7 +93,7 @@ def compare(rnd: Round, steps: list[Step]) -> list[Mismatch]:
 class FidelityCheck:
     """Fed one rebuilt round at a time; ``result()`` is the record."""
 
-    known: object  # cfg and seq_lens (a ``Rebuild`` or the stream's own)
+    known: Sizes  # cfg and seq_lens (a ``Rebuild`` or the stream's own)
     policy: str = "prefix"
     profile: Profile = FORK
     checked: int = 0
@@ -104,10 +106,9 @@ class FidelityCheck:
             return
         self.checked += 1
         if steps is None:
-            from kvforensics.replay.state import node_at
-
             node = node_at(self.known, rnd, self.policy, profile=self.profile, ops=False)
             node.batch()
+            assert node.ledger is not None  # a node records its ledger unless told not to
             steps = node.ledger.rows
         self.mismatches.extend(compare(rnd, steps))
 
@@ -115,7 +116,7 @@ class FidelityCheck:
         return Fidelity(self.checked, tuple(self.mismatches))
 
 
-def check_fidelity(rb, policy: str = "prefix", profile: Profile = FORK) -> Fidelity:
+def check_fidelity(rb: Rebuild, policy: str = "prefix", profile: Profile = FORK) -> Fidelity:
     """Every logged round of ``rb`` re-run under ``policy``."""
     check = FidelityCheck(rb, policy, profile)
     for rnd in rb.rounds:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 #: multiples of the longest transfer time the log suggests, tried beyond it
 BEYOND = (2.0, 4.0)
@@ -98,7 +99,7 @@ class HoldsFor:
             )
         return "avoids it or not depending on when the events between silent rounds happened"
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         return {
             "answer": self.answer,
             "says": self.sentence(),

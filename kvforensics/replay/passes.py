@@ -8,6 +8,7 @@ was truncated (with the times of the rounds since), and the rounds a fix refuses
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -16,6 +17,7 @@ from kvforensics.model.profiles import FORK, Profile
 from kvforensics.replay.arrivals import Arrivals
 from kvforensics.replay.checks import Checks, Known, Pipes, Remote, make_checks
 from kvforensics.replay.transfers import Traffic
+from kvforensics.replay.whole_log import WholeLogPass
 from kvforensics.rounds import Round
 from kvforensics.rounds.continuity import Continuity
 from kvforensics.rounds.crosscheck import RoundKeys
@@ -41,10 +43,12 @@ class Timed:
         self.last = rnd
 
     def span(self) -> float:
-        return (self.last.time - self.first).total_seconds() if self.count > 1 else 0.0
+        if self.count <= 1 or self.last is None or self.last.time is None or self.first is None:
+            return 0.0
+        return (self.last.time - self.first).total_seconds()
 
     @classmethod
-    def of(cls, rounds) -> Timed:
+    def of(cls, rounds: Iterable[Round]) -> Timed:
         t = cls()
         for r in rounds:
             t.add(r)
@@ -87,7 +91,7 @@ class RoundPass:
         self._lens: dict[int, dict[str, int]] = {}
 
     @property
-    def wholelog(self):
+    def wholelog(self) -> WholeLogPass | None:
         """The whole-log pass, when it runs in this process (else None)."""
         return getattr(self.checks, "wholelog", None)
 

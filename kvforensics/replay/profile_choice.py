@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from kvforensics.errors import InputError
 from kvforensics.logs.release import ReleaseEvidence, detect_release
@@ -18,7 +19,7 @@ class ProfileChoice:
     why: str
     evidence: ReleaseEvidence | None = None
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         ev = self.evidence
         return {
             "name": self.profile.name,

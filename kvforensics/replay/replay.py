@@ -7,6 +7,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any, NamedTuple, Protocol, TypedDict
 
 import polars as pl
 
@@ -15,11 +16,11 @@ from kvforensics.causes.oom import OomFigures
 from kvforensics.causes.pools import readings
 from kvforensics.collector import fewer_collections
 from kvforensics.errors import InputError
-from kvforensics.logs import load_catalogue
+from kvforensics.logs import ParseSummary, load_catalogue
 from kvforensics.logs.source import check_readable
 from kvforensics.model import PrefillNode, RoundRecord, RunResult, Timing
 from kvforensics.model.profiles import FORK, Profile
-from kvforensics.progress import IDLE, current, run_shown
+from kvforensics.progress import IDLE, AnyStage, current, run_shown
 from kvforensics.replay.anchor import (
     Anchor,
     Anchoring,
@@ -29,7 +30,7 @@ from kvforensics.replay.anchor import (
     freed_against,
 )
 from kvforensics.replay.arrivals import Shown
-from kvforensics.replay.checks import default_jobs, start
+from kvforensics.replay.checks import Pipes, default_jobs, start
 from kvforensics.replay.fidelity import Fidelity
 from kvforensics.replay.holds import HoldsFor, holds_for, tried_seconds
 from kvforensics.replay.passes import WINDOW, RoundPass, Timed
@@ -38,8 +39,9 @@ from kvforensics.replay.state import arrivals_after, chunk_slots, node_at, share
 from kvforensics.replay.stock import StockAnalysis, analyse_stock, fork_lines
 from kvforensics.replay.transfers import estimate_latency
 from kvforensics.replay.verdict import first_token_delays
+from kvforensics.replay.whole_log import WholeLog
 from kvforensics.rounds import Rebuild, Round, cross_check, from_logs
-from kvforensics.rounds.continuity import Drop
+from kvforensics.rounds.drop import Drop
 from kvforensics.rounds.provenance import Prov
 from kvforensics.rounds.records import Contradiction
 from kvforensics.rounds.stream import LogStream, Narrow, narrow_rounds
@@ -48,6 +50,16 @@ EXIT_OK, EXIT_INPUT, EXIT_MISMATCH, EXIT_NOT_REPRODUCED = 0, 2, 3, 4
 LOWER_BOUND = "no transfer ended before the crash (lower bound)"
 #: a counterfactual that never drains its queue is cut off here
 MAX_ROUNDS = 10_000
+
+
+class Build(Protocol):
+    """A fresh node at the start round under a policy (``seconds``: another KV transfer
+    time; ``events``: other outside allocations; ``hold``: no transfer ends before it)."""
+
+    def __call__(
+        self, policy: str, seconds: float | None = None, *, events: dict[int, int] | None = None,
+        hold: float | None = None, record: bool = True,
+    ) -> PrefillNode: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,7 +77,7 @@ class ReplayResult:
     rebuild: Rebuild
     #: the events read (a streamed replay keeps only the other ranks' and startup lines)
     events: pl.DataFrame
-    summary: object
+    summary: ParseSummary
     fidelity: Fidelity
     results: dict[str, RunResult]
     start_round: int | None
@@ -85,8 +97,8 @@ class ReplayResult:
     #: rounds rebuilt, and of them with adder lines (a streamed replay keeps only some)
     rounds_seen: int = 0
     logged_seen: int = 0
-    #: the whole-log findings (``scan.WholeLog``), when gathered in the replay's own pass
-    whole_log: object | None = None
+    #: the whole-log findings, when gathered in the replay's own pass
+    whole_log: WholeLog | None = None
     #: the model profile the policies ran under, and why that one
     profile: ProfileChoice | None = None
     #: round -> slots taken (> 0) or given back (< 0) outside the adder before that round,
@@ -114,12 +126,12 @@ class ReplayResult:
             return EXIT_MISMATCH
         return EXIT_OK
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         cfg = {k: v.as_dict() for k, v in self.rebuild.config.items()}
         policies = {}
         base = self.results.get("prefix")
         for name, res in self.results.items():
-            entry = {
+            entry: dict[str, Any] = {
                 "oom": res.oom.as_dict() if res.oom else None,
                 "rounds": len(res.rounds),
                 "unfinished": sorted(
@@ -151,7 +163,7 @@ class ReplayResult:
             } if self.anchoring else None,
         }
 
-    def _root_cause(self) -> dict | None:
+    def _root_cause(self) -> dict[str, Any] | None:
         """The ``unreserved_tail`` figures, when that story holds."""
         tail = self.cause("unreserved_tail")
         if tail is None or not tail.held:
@@ -182,14 +194,14 @@ def replay_logs(
     that keeps only what the verdict, the causes and the forward runs need (``window``
     recent rounds and the pinned ones; ``events`` then holds the other ranks' and startup
     lines only); otherwise every event and round is kept (what ``report`` writes out).
-    ``whole_log``: gather the whole-log findings (``scan.WholeLog``) in the same pass.
+    ``whole_log``: gather the whole-log findings (``whole_log.WholeLog``) in the same pass.
     ``narrow``: only the rounds within ``--since``/``--until`` are checked and replayed
     (reading stops after ``--until``). ``profile``: the model profile's name (default: the
     one the log's lines tell, else the fork's). ``jobs``: 2 re-runs the rounds of a streamed
     replay in a second process as they are rebuilt (the same result; default: 2 for large logs
     where there are two CPUs, ``checks.default_jobs``), 1 keeps everything in this one."""
     narrow = narrow or Narrow()
-    args = dict(overrides=overrides or {}, rank=rank, formats=formats, progress=progress)
+    args = _LogArgs(overrides=overrides or {}, rank=rank, formats=formats, progress=progress)
     paths = [Path(p) for p in paths]
     for p in paths:  # the reader's own one-line errors, before the release is looked for
         check_readable(p)
@@ -199,11 +211,11 @@ def replay_logs(
         got = _streamed(paths, args, narrow, window, whole_log, choice.profile, jobs)
     else:
         got = _whole(paths, args, narrow, whole_log, choice.profile)
-    rr, ps = got
-    if rr is None:  # no adder line: ``ps`` is (events, summary)
-        out = _unreplayable(*ps, formats, overrides, stock)
+    if isinstance(got, _Unreplayable):  # no adder line
+        out = _unreplayable(got.events, got.summary, formats, overrides, stock)
         out.profile = choice
         return out
+    rr, ps = got
     rr.profile = choice
     rr.drops = ps.continuity.drops(rr.rebuild.drops)
     rr.assumptions.extend(ps.continuity.notes)
@@ -214,10 +226,28 @@ def replay_logs(
     return rr
 
 
-def _whole(paths, args, narrow: Narrow, whole_log: bool, profile: Profile):
+class _LogArgs(TypedDict):
+    """How the logs are read (``from_logs``'s and ``LogStream``'s options)."""
+
+    overrides: dict[str, int | None]
+    rank: str | None
+    formats: list[Path] | None
+    progress: bool
+
+
+class _Unreplayable(NamedTuple):
+    """Logs without an adder line: what was read of them."""
+
+    events: pl.DataFrame
+    summary: ParseSummary
+
+
+def _whole(
+    paths: list[Path], args: _LogArgs, narrow: Narrow, whole_log: bool, profile: Profile
+) -> tuple[ReplayResult, RoundPass] | _Unreplayable:
     logs = from_logs(paths, hold=True, narrow=narrow, **args)
     if logs.rebuild is None:
-        return None, (logs.events, logs.summary)
+        return _Unreplayable(logs.events, logs.summary)
     rb = logs.rebuild
     ps = RoundPass(rb.cfg, dict(rb.seq_lens), window=None, whole=whole_log, profile=profile)
     checked = current().stage("checking rounds", len(rb.rounds), "rounds")
@@ -232,17 +262,20 @@ def _whole(paths, args, narrow: Narrow, whole_log: bool, profile: Profile):
 
 
 def _streamed(
-    paths, args, narrow: Narrow, window: int, whole_log: bool, profile: Profile, jobs: int
-):
+    paths: list[Path], args: _LogArgs, narrow: Narrow, window: int, whole_log: bool,
+    profile: Profile, jobs: int,
+) -> tuple[ReplayResult, RoundPass] | _Unreplayable:
     link = start(jobs)  # before the read, so that its start overlaps the first reads
-    ps = None
+    ps: RoundPass | None = None
     try:
         ls = LogStream(paths, args["overrides"], args["rank"], args["formats"],
                        args["progress"], hold=True)  # fmt: skip
-        st, checked = current(), IDLE  # stages below the read's: rebuilt, then checked
+        st = current()
+        checked: AnyStage = IDLE  # stages below the read's: rebuilt, then checked
         for rnd in narrow_rounds(st.counted(ls, "rebuilding rounds", "rounds"), narrow):
             if ps is None:
-                ps = RoundPass(ls.cfg, ls.rebuilder.seq_lens, window, whole_log, profile, link)
+                ps = RoundPass(ls.settled_cfg(), ls.rebuilding().seq_lens, window, whole_log,
+                               profile, link)  # fmt: skip
                 checked = st.stage("checking rounds", unit="rounds")
             ps.add(rnd)
             checked.advance()
@@ -253,12 +286,13 @@ def _streamed(
     if ps is None or ls.unreplayable is not None:  # nothing for the second process to do
         _stop(ps, link)
     if ls.unreplayable is not None:
-        return None, (ls.unreplayable, ls.summary)
+        return _Unreplayable(ls.unreplayable, ls.summary)
+    rebuilder = ls.rebuilding()
     if ps is None:  # no round at all
-        ps = RoundPass(ls.cfg, ls.rebuilder.seq_lens, window, whole_log, profile=profile)
+        ps = RoundPass(ls.settled_cfg(), rebuilder.seq_lens, window, whole_log, profile=profile)
     kept = ps.kept()
     conf, changed = ls.settled_config()
-    rb = ls.rebuilder.collected(kept, {**conf, **ls.rebuilder.config()}, ls.rank)
+    rb = rebuilder.collected(kept, {**conf, **rebuilder.config()}, ls.deciding())
     if changed:
         rb.contradictions.append(Contradiction(None, "configuration", changed))
     rb.seq_lens = ps.kept_seq_lens(kept)
@@ -268,12 +302,12 @@ def _streamed(
         ps.late(rnd)
     rr = ReplayResult(rb, ls.side, ls.summary, ps.checks.result(), {}, None)
     rr.has_ms = ls.has_ms
-    rr.rounds_seen = ls.rebuilder.count + (len(rb.rounds) - len(kept))
+    rr.rounds_seen = rebuilder.count + (len(rb.rounds) - len(kept))
     rr.logged_seen = ps.logged
     return rr, ps
 
 
-def _stop(ps: RoundPass | None, link) -> None:
+def _stop(ps: RoundPass | None, link: Pipes | None) -> None:
     """Stop the second process, whether or not a pass took it on."""
     if ps is not None:
         ps.checks.close()
@@ -281,7 +315,10 @@ def _stop(ps: RoundPass | None, link) -> None:
         link.close()
 
 
-def _unreplayable(events, summary, formats, overrides, stock: bool) -> StockAnalysis:
+def _unreplayable(
+    events: pl.DataFrame, summary: ParseSummary, formats: list[Path] | None,
+    overrides: dict[str, int | None] | None, stock: bool,
+) -> StockAnalysis:
     """Logs without adder lines: what a release's log tells, else why nothing can be
     replayed, in one line."""
     cat = load_catalogue(formats)
@@ -301,21 +338,25 @@ def _unreplayable(events, summary, formats, overrides, stock: bool) -> StockAnal
 
 def _round_seconds(timed: Timed) -> float:
     """The log's span over its timed rounds (1 s when it times fewer than two)."""
-    if timed.count < 2 or timed.last.time <= timed.first:
+    if timed.count < 2 or timed.last is None or timed.last.time is None or timed.first is None:
+        return 1.0
+    if timed.last.time <= timed.first:
         return 1.0
     return timed.span() / (timed.count - 1)
 
 
 def _run_policies(
-    rr: ReplayResult, ps: RoundPass, policies: list[str], transfer_seconds, profile: Profile = FORK
+    rr: ReplayResult, ps: RoundPass, policies: list[str], transfer_seconds: float | None,
+    profile: Profile = FORK,
 ) -> None:
     """Every policy forward from the start round, the observed outside allocations and
     the requests that arrived since replayed where they were seen (facts of the world, not
     decisions)."""
     rb = rr.rebuild
-    start, later, shown = _start_round(rb, ps)
-    if start is None:
+    found = _start_round(rb, ps)
+    if found is None:
         return
+    start, later, shown = found
     rr.start_round = start.index
     readings: dict[str, float] = {}
     timing, inflight, how = _transfer_model(
@@ -336,7 +377,7 @@ def _run_policies(
     swa = _swa_pool(rb, start, rr.assumptions)
 
     def build(policy: str, seconds: float | None = None, *, events: dict[int, int] | None = None,
-              hold: float | None = None, record: bool = True):  # fmt: skip
+              hold: float | None = None, record: bool = True) -> PrefillNode:  # fmt: skip
         t, inf = timing, inflight
         arrivals = arrivals_after(shown, start, timing.round_overhead_s)
         if seconds is not None:  # same transfers, each ending ``shift`` later
@@ -358,13 +399,13 @@ def _run_policies(
     if rb.oom:
         got = rr.results["prefix"].oom
         o = rb.oom
-        rr.reproduced = bool(got) and (got.round, got.rid, got.tokens, got.available) == (
+        rr.reproduced = got is not None and (got.round, got.rid, got.tokens, got.available) == (
             o.round, o.rid, o.tokens, o.available,
         )  # fmt: skip
         _sensitivity(rr, build, timing, readings)
 
 
-def _anchor(rr: ReplayResult, start: Round, build, timing: Timing) -> None:
+def _anchor(rr: ReplayResult, start: Round, build: Build, timing: Timing) -> None:
     """Hold ``prefix`` to every observation from the start round to the out-of-memory:
     the exogenous events they require join the events every policy replays, and no
     transfer ends on the clock inside that window (``anchor``'s note)."""
@@ -390,7 +431,9 @@ def _anchor(rr: ReplayResult, start: Round, build, timing: Timing) -> None:
     _assumption_against_evidence(rr, build, marks[-1], start)
 
 
-def _assumption_against_evidence(rr: ReplayResult, build, mark: Anchor, start: Round) -> None:
+def _assumption_against_evidence(
+    rr: ReplayResult, build: Build, mark: Anchor, start: Round
+) -> None:
     """Say so where the transfer time the replay runs with would free memory inside the
     anchored window that the observations show was not there."""
     node = build("prefix", hold=-math.inf, record=False)
@@ -407,7 +450,9 @@ def _assumption_against_evidence(rr: ReplayResult, build, mark: Anchor, start: R
         )
 
 
-def _sensitivity(rr: ReplayResult, build, timing: Timing, readings: dict[str, float]) -> None:
+def _sensitivity(
+    rr: ReplayResult, build: Build, timing: Timing, readings: dict[str, float]
+) -> None:
     """Every policy over the transfer times the log allows and the placements of the
     events found between silent rounds (``holds``)."""
     lower = readings.get(LOWER_BOUND)
@@ -425,7 +470,7 @@ def _sensitivity(rr: ReplayResult, build, timing: Timing, readings: dict[str, fl
     moved = picks + [(p, m, o) for p, m, _ in picks for o in (-1, 1)]
     pool = rr.rebuild.cfg.pool_size
 
-    def run(policy: str):
+    def run(policy: str) -> Callable[[float, int, bool, int], bool]:
         def one(sec: float, pick: int, most: bool, offset: int) -> bool:
             events = (
                 rr.exogenous if found is None else found.schedule({}, pick, pool * most, offset)
@@ -464,7 +509,7 @@ def _note_arrivals(shown: list[Shown], start: Round, per_round: float, notes: li
     )
 
 
-def _unevictable(rb: Rebuild, start, notes: list[str]) -> int:
+def _unevictable(rb: Rebuild, start: Round, notes: list[str]) -> int:
     """Cache the out-of-memory line still shows as evictable after the allocator evicted
     what it could: it could not be freed. A fact of the world, like an outside allocation:
     held from the start round, under every policy."""
@@ -481,13 +526,13 @@ def _unevictable(rb: Rebuild, start, notes: list[str]) -> int:
     return stuck
 
 
-def _swa_pool(rb: Rebuild, start, notes: list[str]) -> int | None:
+def _swa_pool(rb: Rebuild, start: Round, notes: list[str]) -> int | None:
     """The SWA pool's size when the out-of-memory line shows one: it holds the same tokens
     as the full pool (pieces inside the window), so it is short of the full pool by what
     the two lines differ (0 when they agree), from the start round on. The logged size
     wins."""
     o = rb.oom
-    if rb.cfg.swa_pool_size is not None or not o or o.swa_available is None:
+    if rb.cfg.swa_pool_size is not None or not o or o.swa_available is None or o.available is None:
         return rb.cfg.swa_pool_size
     short = o.available - o.swa_available
     if not 0 <= short < rb.cfg.pool_size:
@@ -501,12 +546,12 @@ def _swa_pool(rb: Rebuild, start, notes: list[str]) -> int | None:
     return rb.cfg.pool_size - short
 
 
-def _start_round(rb: Rebuild, ps: RoundPass) -> tuple[Round | None, Timed | None, list[Shown]]:
+def _start_round(rb: Rebuild, ps: RoundPass) -> tuple[Round, Timed, list[Shown]] | None:
     """The logged round where the request that ran out of memory was first truncated;
     without an out-of-memory, the last logged round. With it, the timed rounds since and
     the requests first shown since (none after the last logged round)."""
     if ps.last_logged is None:
-        return None, None, []
+        return None
     if rb.oom and rb.oom.rid:
         found = ps.truncation(rb.oom.rid)
         if found is not None:
@@ -566,12 +611,17 @@ def _transfer_model(
     return Timing(round_overhead_s=per_round, transfer_latency_s=seconds), inflight, how
 
 
-def _transfer_seconds(rb, start, later: Timed, span, per_round, est, notes, readings):
+def _transfer_seconds(
+    rb: Rebuild, start: Round, later: Timed, span: float, per_round: float,
+    est: tuple[float, tuple[float, float]] | None, notes: list[str], readings: dict[str, float],
+) -> tuple[float, str]:
     """When the logged OOM's availability is what the rounds since the start leave with no
     transfer ending, none ended: the transfer time is at least that span."""
     last = later.last
     bound = _no_transfer_bound(rb, later, span, per_round)
     if bound is not None:
+        # a bound needs the out-of-memory and the last timed round (``_no_transfer_bound``)
+        assert rb.oom is not None and last is not None
         seconds = max(bound, est[1][1]) if est else bound
         notes.append(
             f"KV transfers take {seconds:.2f} s (inferred: the out-of-memory line's "
@@ -595,7 +645,7 @@ def _transfer_seconds(rb, start, later: Timed, span, per_round, est, notes, read
     return seconds, "assumed"
 
 
-def _no_transfer_bound(rb, later: Timed, span: float, per_round: float) -> float | None:
+def _no_transfer_bound(rb: Rebuild, later: Timed, span: float, per_round: float) -> float | None:
     """The transfer time's lower bound when the logged out-of-memory's availability is what
     the rounds since the start leave with no transfer ending (None otherwise)."""
     last = later.last
@@ -607,11 +657,11 @@ def _no_transfer_bound(rb, later: Timed, span: float, per_round: float) -> float
 
 
 def _inflight(
-    rb: Rebuild, start, seconds: float, per_round: float, notes: list[str]
+    rb: Rebuild, start: Round, seconds: float, per_round: float, notes: list[str]
 ) -> list[tuple[str, int, float]]:
     """The memory held at the start round, split among the requests whose KV is being
     sent, each released ``seconds`` after the start (one after another)."""
-    base = start.baseline.value if start.baseline else 0
+    base = start.baseline.value if start.baseline and start.baseline.value is not None else 0
     # NOTE: a chunk the start round resumes and a prefix already locked are outside the
     # baseline too; the node holds them apart, so they are not in transfer
     chunk, shared = chunk_slots(rb.cfg, start), shared_slots(rb.cfg, start)

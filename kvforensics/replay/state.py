@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Sequence
+from typing import Protocol
 
 from kvforensics.model import (
     Config,
@@ -16,21 +17,33 @@ from kvforensics.model import (
 )
 from kvforensics.model.profiles import FORK, Profile
 from kvforensics.replay.arrivals import Shown
-from kvforensics.rounds import Rebuild, Round
+from kvforensics.rounds import Round
 from kvforensics.rounds.records import Piece
+
+
+class Sizes(Protocol):
+    """What a node at a round needs besides the round: the sizes and the prompt lengths
+    (a ``Rebuild``, or a streamed replay's ``checks.Known``)."""
+
+    @property
+    def cfg(self) -> Config: ...
+
+    @property
+    def seq_lens(self) -> dict[str, int]: ...
+
 
 #: a node whose rounds take no time (a re-run of one round)
 _UNTIMED = Timing()
 
 
-def lock_drops(rnd: Round, rb_cfg) -> dict[str, int]:
+def lock_drops(rnd: Round, rb_cfg: Config) -> dict[str, int]:
     """Baseline drops between consecutive checks that no load-back explains: the lock of
     that request's device prefix took it out of the evictable cache."""
     ds = rnd.decisions
     # the first check's lock, where its line shows one (taken before the line, after the
     # resumed chunk was sized)
     lock = rnd.first_lock.value if rnd.first_lock is not None else None
-    drops = {ds[0].rid: lock} if ds and lock else {}
+    drops: dict[str, int] = {ds[0].rid: lock} if ds and lock else {}
     if len(ds) < 2:
         return drops
     for prev, d in itertools.pairwise(ds):
@@ -85,13 +98,13 @@ def _shared(rnd: Round, drops: dict[str, int]) -> dict[str, int]:
 
 
 def node_at(
-    rb: Rebuild,
+    rb: Sizes,
     rnd: Round,
     policy: str,
     *,
-    extra_waiting: list[Request] = (),
+    extra_waiting: Sequence[Request] = (),
     arrivals: Sequence[Request] = (),
-    inflight: list[tuple[str, int, float]] = (),
+    inflight: Sequence[tuple[str, int, float]] = (),
     timing: Timing | None = None,
     start_time: float = 0.0,
     outside: dict[int, int] | None = None,
@@ -112,7 +125,7 @@ def node_at(
         cfg = cfg.with_(swa_pool_size=swa_pool_size)
     drops = lock_drops(rnd, cfg)
     # the round starts before the first check's lock: its line shows the baseline after it
-    base = (rnd.baseline.value if rnd.baseline else 0) + (
+    base = (rnd.baseline.value if rnd.baseline and rnd.baseline.value is not None else 0) + (
         rnd.first_lock.value if rnd.first_lock and rnd.first_lock.value else 0
     )
     waiting = [Request(d.rid, d.seq_len, d.prefix_len, d.host_hit_len) for d in rnd.decisions]

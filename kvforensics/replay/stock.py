@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field
+from typing import Any, cast
 
 import polars as pl
 
@@ -20,7 +21,8 @@ from kvforensics.causes.arithmetic import OomArithmetic, PoolReading, classify
 from kvforensics.clip import clip
 from kvforensics.errors import InputError
 from kvforensics.logs import ParseSummary
-from kvforensics.logs.catalogue import Catalogue
+from kvforensics.logs.forms import Catalogue
+from kvforensics.replay.profile_choice import ProfileChoice
 from kvforensics.replay.stock_trend import batch_trend
 from kvforensics.rounds.provenance import DERIVED, GIVEN, OBSERVED, Prov, where
 
@@ -44,7 +46,7 @@ class ObservedOom:
     where: str
     exception: str | None = None
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         full = self.readings[0] if self.readings else PoolReading("full")
         return {
             "phase": self.phase,
@@ -70,7 +72,7 @@ class NodeKind:
     kind: str  # pd_prefill | decode | colocated | prefill | unknown
     evidence: list[str]
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         return {"kind": self.kind, "evidence": self.evidence}
 
 
@@ -81,13 +83,13 @@ class StockAnalysis:
     pool: Prov
     chunk_size: Prov | None
     ooms: list[ObservedOom]
-    retractions: dict
-    crashes: list[dict]
-    trend: dict
+    retractions: dict[str, Any]
+    crashes: list[dict[str, Any]]
+    trend: dict[str, Any]
     needed_lines: list[str]
-    contradictions: list[dict] = field(default_factory=list)
+    contradictions: list[dict[str, Any]] = field(default_factory=list)
     #: the release the lines tell and the profile it names (``replay/profile_choice.py``)
-    profile: object | None = None
+    profile: ProfileChoice | None = None
 
     mode = "stock"
 
@@ -100,7 +102,7 @@ class StockAnalysis:
         """0, or 3 when the lines contradict each other (as for a fork's log)."""
         return 3 if self.contradictions else 0
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         fatal = self.fatal.as_dict() if self.fatal else None
         return {
             "mode": self.mode,
@@ -128,13 +130,13 @@ NOT_REBUILT = (
 )
 
 
-def _time(ev: dict) -> str | None:
+def _time(ev: dict[str, Any]) -> str | None:
     if ev.get("time") is not None:
-        return ev["time"].isoformat(sep=" ")
-    return ev["clock"].isoformat() if ev.get("clock") is not None else None
+        return str(ev["time"].isoformat(sep=" "))
+    return str(ev["clock"].isoformat()) if ev.get("clock") is not None else None
 
 
-def _readings(ev: dict) -> tuple[PoolReading, ...]:
+def _readings(ev: dict[str, Any]) -> tuple[PoolReading, ...]:
     out = []
     for pool, p in POOLS:
         r = PoolReading(
@@ -196,7 +198,7 @@ def node_kind(events: pl.DataFrame) -> NodeKind:
     phases = set(ooms["oom_phase"].drop_nulls().to_list()) if ooms.height else set()
     decoding = decode.height + _kinds(events, "retract").height + ("Decode" in phases)
     prefilling = prefill.height + ("Prefill" in phases)
-    ev = [
+    told = [
         f"{n} {what}"
         for n, what in (
             (prefill.height, "Prefill batch line(s)"),
@@ -205,17 +207,17 @@ def node_kind(events: pl.DataFrame) -> NodeKind:
         )
         if n
     ]
-    ev += [f"a {p} out-of-memory" for p in sorted(phases)]
+    told += [f"a {p} out-of-memory" for p in sorted(phases)]
     if decoding and prefilling:
-        return NodeKind("colocated", ev)
+        return NodeKind("colocated", told)
     if decoding:
-        return NodeKind("decode", ev)
+        return NodeKind("decode", told)
     if prefilling:
-        return NodeKind("prefill", [*ev, "no PD field, no decode line"])
+        return NodeKind("prefill", [*told, "no PD field, no decode line"])
     return NodeKind("unknown", ["no batch line and no out-of-memory with a phase"])
 
 
-def pool_size(events: pl.DataFrame, given: int | None, notes: list[dict]) -> Prov:
+def pool_size(events: pl.DataFrame, given: int | None, notes: list[dict[str, Any]]) -> Prov:
     """max_total_num_tokens from the startup line (or the flag), else bounded by the
     decode lines: `#token` used at `token usage` printed with two decimals."""
     bounds = _pool_bounds(events)
@@ -248,9 +250,9 @@ def pool_size(events: pl.DataFrame, given: int | None, notes: list[dict]) -> Pro
             }
         )
         return Prov(None, DERIVED, [f"{n} Decode batch lines disagree"])
-    value = lo if lo == hi else None
+    exact = lo if lo == hi else None
     why = f"{n} Decode batch line(s): #token / (token usage +- {USAGE_HALF_STEP})"
-    return Prov(value, DERIVED, [why], (lo, hi))
+    return Prov(exact, DERIVED, [why], (lo, hi))
 
 
 def _pool_bounds(events: pl.DataFrame) -> tuple[int, int, int] | None:
@@ -264,16 +266,23 @@ def _pool_bounds(events: pl.DataFrame) -> tuple[int, int, int] | None:
     if not d.height:
         return None
     t, u = d["num_token"].cast(pl.Float64), d["token_usage"]
-    lo = (t / (u + USAGE_HALF_STEP)).max()
+    # (polars types a Series' max and min as any literal: these are floats)
+    lo = cast(float, (t / (u + USAGE_HALF_STEP)).max())
     above = u > USAGE_HALF_STEP
-    hi = (t.filter(above) / (u.filter(above) - USAGE_HALF_STEP)).min() if above.any() else None
+    hi = (
+        cast(float, (t.filter(above) / (u.filter(above) - USAGE_HALF_STEP)).min())
+        if above.any()
+        else None
+    )
     upper = math.floor(hi + 1e-9) if hi is not None else 2**62
     return math.ceil(lo - 1e-9), upper, d.height
 
 
-def retractions(events: pl.DataFrame) -> dict:
+def retractions(events: pl.DataFrame) -> dict[str, Any]:
     r = _kinds(events, "retract")
-    out = {"count": r.height, "requests": None, "ranks": [], "first": None, "last": None}
+    out: dict[str, Any] = {
+        "count": r.height, "requests": None, "ranks": [], "first": None, "last": None
+    }
     if not r.height:
         return out
     rows = r.to_dicts()
@@ -305,7 +314,7 @@ CRASH_KINDS = {
 }
 
 
-def crash_kind(ev: dict) -> tuple[str, str | None]:
+def crash_kind(ev: dict[str, Any]) -> tuple[str, str | None]:
     """(kind, device allocator) of a crash event: a signal or kill, a device allocator's
     out-of-memory, the request-slot pool's, or another exception. KV-pool
     out-of-memories are `oom` events, never crashes."""
@@ -321,7 +330,7 @@ def crash_kind(ev: dict) -> tuple[str, str | None]:
     return "exception", None
 
 
-def crashes(events: pl.DataFrame) -> list[dict]:
+def crashes(events: pl.DataFrame) -> list[dict[str, Any]]:
     out = []
     for ev in _kinds(events, "crash").iter_rows(named=True):
         kind, device = crash_kind(ev)
@@ -352,10 +361,10 @@ def needed_lines(cat: Catalogue) -> list[str]:
     ]
 
 
-def _check_against_ooms(pool: Prov, ooms: list[ObservedOom], notes: list[dict]) -> Prov:
+def _check_against_ooms(pool: Prov, ooms: list[ObservedOom], notes: list[dict[str, Any]]) -> Prov:
     """Free + evictable of the full pool never exceeds the pool: above it is a
     contradiction; with no size known, the largest is a lower bound."""
-    seen = [(o.readings[0].total(), o.where) for o in ooms if o.readings[0].total() is not None]
+    seen = [(t, o.where) for o in ooms if (t := o.readings[0].total()) is not None]
     if not seen:
         return pool
     most, at = max(seen)
@@ -418,7 +427,7 @@ def analyse_stock(
     files is a scheduler's (no event and no line with its prefix)."""
     require_scheduler_log(summary)
     overrides = overrides or {}
-    notes: list[dict] = []
+    notes: list[dict[str, Any]] = []
     ooms = observed_ooms(events)
     chunk = _chunk_size(events, overrides.get("chunked_prefill_size"))
     fatal = ooms[-1].where if ooms else None

@@ -3,6 +3,8 @@ depth. Read off `Prefill batch` lines; nothing here is inferred."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import polars as pl
 
 from kvforensics.rounds.batches import FIELDS as BATCH_FIELDS
@@ -36,16 +38,16 @@ def lines_before(events: pl.DataFrame, kind: str, fatal_where: str | None) -> pl
     return rows.filter(pl.when(same).then(earlier).otherwise(in_time))
 
 
-def _span(col: pl.Series) -> dict | None:
+def _span(col: pl.Series) -> dict[str, Any] | None:
     s = col.drop_nulls()
     if not len(s):
         return None
     return {"first": s[0], "last": s[-1], "max": s.max()}
 
 
-def batch_trend(events: pl.DataFrame, fatal_where: str | None, chunk: int | None) -> dict:
+def batch_trend(events: pl.DataFrame, fatal_where: str | None, chunk: int | None) -> dict[str, Any]:
     rows = lines_before(events, "prefill_batch", fatal_where)
-    out: dict = {"lines": rows.height, "until": fatal_where or "end of log"}
+    out: dict[str, Any] = {"lines": rows.height, "until": fatal_where or "end of log"}
     if not rows.height:
         return out
     cols = [c for c in SHOWN if c in rows.columns and rows[c].is_not_null().any()]

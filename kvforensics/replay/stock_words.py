@@ -3,6 +3,9 @@ and the report."""
 
 from __future__ import annotations
 
+from typing import Any
+
+from kvforensics.replay.profile_choice import ProfileChoice
 from kvforensics.replay.stock import CRASH_KINDS, NOT_REBUILT, ObservedOom, StockAnalysis
 
 NODE_WORDS = {
@@ -23,7 +26,7 @@ def _oom_line(o: ObservedOom) -> str:
     return f"{phase}{at}{rank} ({o.where}): {o.arithmetic.mechanism}: {o.arithmetic.reason}"
 
 
-def _crash_line(c: dict) -> str:
+def _crash_line(c: dict[str, Any]) -> str:
     what = CRASH_KINDS[c["kind"]] + (f" ({c['device']})" if c["device"] else "")
     at = f" at {c['time']}" if c["time"] else ""
     rank = f" on {c['rank']}" if c["rank"] else ""
@@ -42,7 +45,7 @@ def _pool_line(a: StockAnalysis) -> str:
     return f"Pool: unknown ({', '.join(p.evidence)}; --pool-size gives it)"
 
 
-def _trend_lines(t: dict, after_oom: bool) -> list[str]:
+def _trend_lines(t: dict[str, Any], after_oom: bool) -> list[str]:
     head = "Batch lines before the out-of-memory" if after_oom else "Batch lines"
     if not t.get("lines"):
         return [f"{head}: none"]
@@ -65,7 +68,7 @@ def _trend_lines(t: dict, after_oom: bool) -> list[str]:
     return out
 
 
-def release_line(choice) -> str:
+def release_line(choice: ProfileChoice) -> str:
     """The model profile, and why that one (given, told by the lines, or the default)."""
     return f"Model profile: {choice.describe()}"
 

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
 from collections import Counter
+from collections.abc import Iterator
+from datetime import datetime
 from itertools import accumulate, chain, islice
 
 from kvforensics.model import Config
@@ -26,7 +28,7 @@ class Traffic:
 
     def __init__(self, cfg: Config) -> None:
         self.cfg = cfg
-        self.t0 = None
+        self.t0: datetime | None = None
         self.prev: Round | None = None  # the last timed round
         self.frees, self.finishes = Spool("qdq"), Spool("qdq")
 
@@ -37,7 +39,11 @@ class Traffic:
             self.t0 = r.time
         t = (r.time - self.t0).total_seconds()
         prev = self.prev
-        if prev is not None and prev.baseline_end is not None and r.decisions and r.baseline:
+        if (
+            prev is not None and prev.baseline_end is not None and r.decisions and r.baseline
+            and r.baseline.value is not None and prev.baseline_end.value is not None
+            and prev.time is not None
+        ):
             rise = r.baseline.value - prev.baseline_end.value
             # A long silence in the log is not a measurement of the node.
             if rise > 0 and (r.time - prev.time).total_seconds() <= 60:
@@ -73,7 +79,7 @@ class Pairs:
     def __len__(self) -> int:
         return self.n
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[tuple[float, int]]:
         pairs = (zip(t, n, strict=True) for _, t, n in self.spool.chunks())
         return islice(chain.from_iterable(pairs), self.n)
 
@@ -89,7 +95,7 @@ def frees_and_finishes(rb: Rebuild, before: int) -> tuple[Pairs, Pairs]:
     return traffic.before(before)
 
 
-def estimate_latency(frees, finishes):
+def estimate_latency(frees: Pairs, finishes: Pairs) -> tuple[float, tuple[float, float]] | None:
     """Median delay between a request finishing and its memory coming back.
 
     Transfers end roughly in the order requests finished, so each observed rise is paid

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from kvforensics.causes import IDS, Cause, in_order
 from kvforensics.causes.oom import OomFigures, oom_words
@@ -59,7 +60,7 @@ def first_token_delays(base: RunResult, other: RunResult) -> list[FirstTokenDela
 def verdict_text(
     rc: RootCause | None,
     observed: OomFigures | None,
-    results: dict,
+    results: dict[str, Any],
     causes: list[Cause] | None = None,
     holds: dict[str, HoldsFor] | None = None,
 ) -> list[str]:

@@ -4,9 +4,10 @@ field, and the scenario tables it is written as (``kvforensics simulate`` reads 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import Any
 
 from kvforensics.errors import InputError
-from kvforensics.model import Config, PrefillNode
+from kvforensics.model import Config, PrefillNode, Request
 from kvforensics.model.sizing import ceil_page
 from kvforensics.scenario import Scenario, parse_scenario
 
@@ -84,13 +85,13 @@ class Case:
     def requests(self) -> tuple[Ask, ...]:
         return (*((self.chunked,) if self.chunked else ()), *self.waiting, *self.arrivals)
 
-    def tables(self, description: str = "") -> dict:
+    def tables(self, description: str = "") -> dict[str, Any]:
         """The scenario's TOML tables (what ``parse_scenario`` and the TOML writer take)."""
-        config = {
+        config: dict[str, Any] = {
             k: v for k, v in self.sizes if v or k not in ("align_size", "truncation_align_size")
         }
         config.update(pool_size=self.pool_size, cache_kind=self.cache_kind)
-        out: dict = {"name": self.name, "description": description, "profile": self.profile}
+        out: dict[str, Any] = {"name": self.name, "description": description, "profile": self.profile}
         out["config"] = config
         out["pool"] = {"free": self.free, "evictable": self.evictable}
         out["timing"] = {
@@ -113,7 +114,7 @@ class Case:
         return self.scenario().build_node(policy, record=record)
 
 
-def _ask(a: Ask) -> dict:
+def _ask(a: Ask) -> dict[str, Any]:
     out = {"rid": a.rid, "seq_len": a.seq_len}
     if a.prefix_len:
         out["prefix_len"] = a.prefix_len
@@ -157,7 +158,7 @@ def from_scenario(sc: Scenario) -> Case:
     return _checked(case, cfg.pool_size)
 
 
-def _from_spec(spec: dict) -> Ask:
+def _from_spec(spec: dict[str, Any]) -> Ask:
     return Ask(
         str(spec["rid"]),
         int(spec["seq_len"]),
@@ -223,7 +224,7 @@ def from_node(node: PrefillNode, name: str) -> Case:
     return _checked(case, cfg.pool_size)
 
 
-def _from_request(r, entries: dict[str, int]) -> Ask:
+def _from_request(r: Request, entries: dict[str, int]) -> Ask:
     """A model request as a case's: its device prefix is evictable cache when the pool
     holds its own entry for it (a scenario carves ``ceil_page(prefix)`` for it)."""
     own = entries.get(f"prefix:{r.rid}")

@@ -15,7 +15,7 @@ Two kinds of chain are reduced:
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from kvforensics.errors import InputError
 from kvforensics.model import OutOfMemory, RunResult, Step
@@ -50,7 +50,12 @@ class Chain(NamedTuple):
     outside: tuple[tuple[int, int], ...] = ()
     fix_oom: OutOfMemory | None = None
 
-    def shape(self) -> tuple:
+    def truncation(self) -> Link:
+        """The truncation of an ``unreserved_tail`` chain (an outside allocation has none)."""
+        assert self.link is not None
+        return self.link
+
+    def shape(self) -> tuple[Any, ...]:
         """What a reduction must keep: the kind, the truncating call, whether the intruder
         loads back, and that the truncated (or starved) request is the one that runs out."""
         if self.link is None:
@@ -85,6 +90,7 @@ def find_chain(case: Case, fix: str) -> Chain | None:
 
 
 def _outside_chain(case: Case, pre: RunResult, fix: str) -> Chain | None:
+    assert pre.oom is not None  # ``find_chain`` checks
     if run(replace(case, outside=()), "prefix").oom is not None:
         return None  # it runs out without the outside allocation too: not this cause
     return Chain(OUTSIDE, pre.oom, None, case.outside, run(case, fix).oom)
@@ -94,6 +100,7 @@ def find_link(pre: RunResult, fixed: RunResult) -> Link | None:
     """The first truncation of the request that ran out of memory that left chunk budget
     and let in a request the fix refuses in the same round (the detector of
     ``causes.tail`` on the model's ledger rows)."""
+    assert pre.oom is not None  # ``find_chain`` checks
     victim, last = pre.oom.rid, pre.oom.round
     rows = [s for s in pre.ledger.rows if s.call in ("add_one_req", "add_chunked_req")]
     refused, seen = _refused_under(fixed), _seen(fixed)

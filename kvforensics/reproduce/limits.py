@@ -24,7 +24,7 @@ def story(s: Shrunk, fix: str) -> list[str]:
             f"nothing runs out of memory; under {fix} the run {fixed}: no adder change "
             "guards memory the adder never saw."
         ]
-    lk = ch.link
+    lk = ch.truncation()
     how = "resumed (add_chunked_req)" if lk.call == "add_chunked_req" else "truncated (add_one_req)"
     cut = ""
     if lk.unaligned_end != lk.piece[1]:
@@ -50,7 +50,7 @@ def keeps(s: Shrunk, fix: str) -> tuple[str, ...]:
             "Keeps: the outside allocation, the request it starves and the out-of-memory it "
             "ends in under prefix (and that without the allocation there is none).",
         )
-    lk = ch.link
+    lk = ch.truncation()
     return (
         "Keeps the cause's chain: a truncation that leaves chunk budget "
         f"({lk.call}), the tail promised to nobody, a request admitted through the gap "

@@ -82,7 +82,7 @@ def admitted(calls: tuple[Call, ...], rid: str) -> bool:
 
 def chain_round(case: Case, chain: Chain, fix: str) -> LinkTest | str:
     """The round where the intruder came through the gap, as the reproducer ran it."""
-    lk = chain.link
+    lk = chain.truncation()
     st = state_at(case, lk.round)
     node = case.node("prefix")
     rows = [s for s in node.run(lk.round + 1).ledger.rows if s.round == lk.round]
@@ -133,7 +133,7 @@ def resumed_round(case: Case, chain: Chain, fix: str) -> LinkTest | str:
     ``prefix``. Tried in order: the victim's own length, then one and two chunks longer
     (a short tail leaves no resumed truncation); the end of its truncated piece, then every
     page as the start. The page arithmetic picks the candidates, the model confirms one."""
-    lk = chain.link
+    lk = chain.truncation()
     page, chunk = case.page, case.size("chunked_prefill_size")
     for seq in (lk.seq_len, lk.seq_len + chunk, lk.seq_len + 2 * chunk):
         for start in dict.fromkeys([lk.piece[1], *range(page, seq, page)]):

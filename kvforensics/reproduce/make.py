@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
 
 from kvforensics.errors import InputError
 from kvforensics.model import POLICIES
@@ -15,6 +16,16 @@ from kvforensics.reproduce.links import RESUMED, LinkTest, chain_round, resumed_
 from kvforensics.reproduce.pytest_out import TARGETS, render
 from kvforensics.reproduce.shrink import Shrinker, Shrunk, why_not
 from kvforensics.reproduce.toml_out import dumps
+
+if TYPE_CHECKING:
+    from kvforensics.replay.replay import ReplayResult
+    from kvforensics.scenario import Scenario
+
+
+class ReplayOptions(Protocol):
+    """How logs are replayed (``cli._inputs.LogOptions``)."""
+
+    def replay_kwargs(self) -> dict[str, Any]: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,7 +67,7 @@ class Reproducer:
             f"KVF_ADDER_FIX=tail {here} {test}  # passes: the tail charged",
         ]
 
-    def summary(self) -> dict:
+    def summary(self) -> dict[str, Any]:
         c, o = self.shrunk.case, self.shrunk.original
         return {
             "requests": len(c.requests()),
@@ -68,7 +79,7 @@ class Reproducer:
             "seconds": round(self.shrunk.seconds, 3),
         }
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         return {
             "source": self.source,
             "target": self.target,
@@ -115,7 +126,7 @@ class Reproducer:
         return paths
 
 
-def case_from_replay(rr, name: str | None = None) -> Case:
+def case_from_replay(rr: ReplayResult, name: str | None = None) -> Case:
     """The replay's start state, when its cause is one ``reproduce`` reduces (named after
     the request that ran out of memory unless ``name`` is given)."""
     held = [c.id for c in rr.causes if c.held]
@@ -129,7 +140,7 @@ def case_from_replay(rr, name: str | None = None) -> Case:
     return from_node(rr.build_node("prefix"), name or f"repro-{rr.rebuild.oom.rid or 'oom'}")
 
 
-def case_from_scenario(sc, name: str) -> Case:
+def case_from_scenario(sc: Scenario, name: str) -> Case:
     return replace(from_scenario(sc), name=name)
 
 
@@ -186,9 +197,13 @@ def _links(shrunk: Shrunk, fix: str, target: str) -> tuple[tuple[LinkTest, ...],
             f"the memory was taken outside the adder ({tokens} tokens{still}): no adder test "
             "can guard it, so none is emitted; the scenario alone reproduces it",
         )
-    tests, omitted = [], []
+    tests: list[LinkTest] = []
+    omitted: list[str] = []
     first = chain_round(shrunk.case, chain, fix)
-    (tests if isinstance(first, LinkTest) else omitted).append(first)
+    if isinstance(first, LinkTest):
+        tests.append(first)
+    else:
+        omitted.append(first)
     if isinstance(first, LinkTest) and first.name == RESUMED:
         return tuple(tests), tuple(omitted)
     second = resumed_round(shrunk.case, chain, fix)
@@ -205,7 +220,9 @@ def _links(shrunk: Shrunk, fix: str, target: str) -> tuple[tuple[LinkTest, ...],
     return tuple(tests), tuple(omitted)
 
 
-def reproducer_for(inputs: list[Path], opts, *, target: str, fix: str) -> Reproducer:
+def reproducer_for(
+    inputs: list[Path], opts: ReplayOptions, *, target: str, fix: str
+) -> Reproducer:
     """The reproducer of a scenario file or of logs (``opts``: ``cli._inputs.LogOptions``;
     the logs are replayed as ``replay`` does, streamed)."""
     if len(inputs) == 1 and inputs[0].suffix.lower() == ".toml":

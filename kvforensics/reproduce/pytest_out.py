@@ -12,7 +12,7 @@ imports nothing of kvforensics: it goes into SGLang's test tree as it is."""
 
 from __future__ import annotations
 
-from kvforensics.reproduce.case import Case
+from kvforensics.reproduce.case import Ask, Case
 from kvforensics.reproduce.links import Call, LinkTest
 
 TARGETS = ("fork", "sglang-0.5.23")
@@ -291,7 +291,7 @@ def _ident(rid: str) -> str:
     return out if out[:1].isalpha() else f"r_{out}"
 
 
-def _waiting_line(a) -> str:
+def _waiting_line(a: Ask) -> str:
     args = [repr(a.rid), str(a.seq_len)]
     if a.prefix_len:
         args.append(f"device_prefix={a.prefix_len}")
@@ -343,6 +343,8 @@ def _test(t: LinkTest) -> str:
     for c in t.after:
         var = _ident(c.rid)
         if c.call == "add_chunked_req":
+            # a resumed call resumes the spec's chunk, and ends somewhere
+            assert s.chunked is not None and c.end is not None
             lines.append(f"        self.assertEqual(_piece({var}), ({c.start}, {c.end}))")
             still = var if c.end < s.chunked[1] else "None"
             lines.append(f"        self.assertIs(still, {still})")

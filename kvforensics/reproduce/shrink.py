@@ -116,7 +116,7 @@ class Shrinker:
             self.attempt(f"drop resumed chunk {self.case.chunked.rid}",
                          replace(self.case, chunked=None, chunked_done=0))  # fmt: skip
 
-    def _lower(self, label: str, get, put, lo: int, step: int) -> None:
+    def _lower(self, label: str, get: Get, put: Put, lo: int, step: int) -> None:
         """Lower one number as far as the chain allows: the largest cut first."""
         while True:
             v = get(self.case)
@@ -158,7 +158,13 @@ def halves(v: int, lo: int) -> Iterator[int]:
         yield v
 
 
-Knob = tuple[str, Callable[[Case], int | None], Callable[[Case, int], Case | None], int, int]
+#: a number of a case, and the case with another value there (None: no such case)
+Get = Callable[[Case], int | None]
+Put = Callable[[Case, int], Case | None]
+Knob = tuple[str, Get, Put, int, int]
+#: a request of a case, and the case with another request there
+GetAsk = Callable[[Case], Ask]
+PutAsk = Callable[[Case, Ask], Case]
 
 
 def knobs(case: Case) -> list[Knob]:
@@ -166,9 +172,9 @@ def knobs(case: Case) -> list[Knob]:
     page = case.page
     out: list[Knob] = []
     for i, a in enumerate(case.waiting):
-        out += _ask_knobs(f"waiting[{a.rid}]", lambda c, i=i: c.waiting[i], _set_waiting(i), page)
+        out += _ask_knobs(f"waiting[{a.rid}]", _get_waiting(i), _set_waiting(i), page)
     for i, a in enumerate(case.arrivals):
-        out += _ask_knobs(f"arrivals[{a.rid}]", lambda c, i=i: c.arrivals[i], _set_arrival(i), page)
+        out += _ask_knobs(f"arrivals[{a.rid}]", _get_arrival(i), _set_arrival(i), page)
     if case.chunked is not None:
         out.append(("chunked.done", lambda c: c.chunked_done,
                     lambda c, v: replace(c, chunked_done=v), case.chunked.prefix_len + 1, 1))  # fmt: skip
@@ -177,23 +183,22 @@ def knobs(case: Case) -> list[Knob]:
         ("evictable", lambda c: c.evictable, lambda c, v: replace(c, evictable=v), 0, page),
     ]
     for i, t in enumerate(case.inflight):
-        out.append((f"transfer[{t.rid}].tokens", lambda c, i=i: c.inflight[i].tokens,
+        out.append((f"transfer[{t.rid}].tokens", _get_transfer(i),
                     _set_transfer(i), page, page))  # fmt: skip
     for i, (r, _) in enumerate(case.outside):
-        out.append((f"outside[{r}].tokens", lambda c, i=i: c.outside[i][1],
+        out.append((f"outside[{r}].tokens", _get_outside(i),
                     _set_outside(i), page, page))  # fmt: skip
     for name in ("chunked_prefill_size", "max_prefill_tokens"):
-        out.append((name, lambda c, n=name: c.size(n),
-                    lambda c, v, n=name: c.with_sizes(**{n: v}), page, page))  # fmt: skip
+        out.append((name, _get_size(name), _set_size(name), page, page))
     # Page and alignments go by halves: a node's are powers of two (page 64, FlashKDA 256)
     for name in ("align_size", "truncation_align_size"):
         if case.size(name):
-            out.append((name, lambda c, n=name: c.size(n), _set_align(name), page, 0))
+            out.append((name, _get_size(name), _set_align(name), page, 0))
     out.append(("page_size", lambda c: c.page, _set_page, 1, 0))
     return out
 
 
-def _ask_knobs(label: str, get, put, page: int) -> list[Knob]:
+def _ask_knobs(label: str, get: GetAsk, put: PutAsk, page: int) -> list[Knob]:
     return [
         (f"{label}.host_hit_len", lambda c: get(c).host_hit_len,
          lambda c, v: put(c, replace(get(c), host_hit_len=v)), 0, 1),
@@ -204,15 +209,39 @@ def _ask_knobs(label: str, get, put, page: int) -> list[Knob]:
     ]  # fmt: skip
 
 
-def _set_waiting(i: int):
+def _get_waiting(i: int) -> GetAsk:
+    return lambda c: c.waiting[i]
+
+
+def _set_waiting(i: int) -> PutAsk:
     return lambda c, a: replace(c, waiting=(*c.waiting[:i], a, *c.waiting[i + 1 :]))
 
 
-def _set_arrival(i: int):
+def _get_arrival(i: int) -> GetAsk:
+    return lambda c: c.arrivals[i]
+
+
+def _set_arrival(i: int) -> PutAsk:
     return lambda c, a: replace(c, arrivals=(*c.arrivals[:i], a, *c.arrivals[i + 1 :]))
 
 
-def _set_transfer(i: int):
+def _get_transfer(i: int) -> Get:
+    return lambda c: c.inflight[i].tokens
+
+
+def _get_outside(i: int) -> Get:
+    return lambda c: c.outside[i][1]
+
+
+def _get_size(name: str) -> Get:
+    return lambda c: c.size(name)
+
+
+def _set_size(name: str) -> Put:
+    return lambda c, v: c.with_sizes(**{name: v})
+
+
+def _set_transfer(i: int) -> Put:
     def put(c: Case, v: int) -> Case:
         t = replace(c.inflight[i], tokens=v)
         return replace(c, inflight=(*c.inflight[:i], t, *c.inflight[i + 1 :]))
@@ -220,7 +249,7 @@ def _set_transfer(i: int):
     return put
 
 
-def _set_outside(i: int):
+def _set_outside(i: int) -> Put:
     def put(c: Case, v: int) -> Case:
         o = (c.outside[i][0], v)
         return replace(c, outside=(*c.outside[:i], o, *c.outside[i + 1 :]))
@@ -228,7 +257,7 @@ def _set_outside(i: int):
     return put
 
 
-def _set_align(name: str):
+def _set_align(name: str) -> Put:
     def put(c: Case, v: int) -> Case | None:
         return c.with_sizes(**{name: v}) if v % c.page == 0 else None
 

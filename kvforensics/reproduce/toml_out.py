@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import json
 import tomllib
+from typing import Any
 
 from kvforensics.scenario import parse_scenario
 
 
-def _value(v) -> str:
+def _value(v: object) -> str:
     if isinstance(v, bool):
         return "true" if v else "false"
     if isinstance(v, int | float):
@@ -24,7 +25,7 @@ def _value(v) -> str:
     raise TypeError(f"no TOML form for {type(v).__name__}")
 
 
-def dumps(tables: dict, comments: dict[str, list[str]] | None = None) -> str:
+def dumps(tables: dict[str, Any], comments: dict[str, list[str]] | None = None) -> str:
     """``tables`` as TOML: top-level values first, then tables, then arrays of tables;
     ``comments`` puts lines of ``# ...`` above a key."""
     comments = comments or {}

@@ -4,6 +4,7 @@ one round, as much as the line says (sizes, usage, queue), nothing per request."
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import polars as pl
 
@@ -31,9 +32,9 @@ class BatchRound:
     time: str | None
     rank: str
     where: str
-    values: dict
+    values: dict[str, Any]
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         return {
             "round": self.index,
             "level": LEVEL,
@@ -51,7 +52,7 @@ class BatchRounds:
     other_ranks: list[str]
     rounds: list[BatchRound]
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         return {
             "mode": "stock",
             "level": LEVEL,
@@ -63,10 +64,10 @@ class BatchRounds:
         }
 
 
-def _time(ev: dict) -> str | None:
+def _time(ev: dict[str, Any]) -> str | None:
     if ev.get("time") is not None:
-        return ev["time"].isoformat(sep=" ")
-    return ev["clock"].isoformat() if ev.get("clock") is not None else None
+        return str(ev["time"].isoformat(sep=" "))
+    return str(ev["clock"].isoformat()) if ev.get("clock") is not None else None
 
 
 def batch_rounds(events: pl.DataFrame, rank: str | None = None) -> BatchRounds:

@@ -11,6 +11,7 @@ import weakref
 from array import array
 from collections.abc import Iterator
 from datetime import datetime, timedelta
+from typing import IO, Any
 
 _EPOCH = datetime(1970, 1, 1)
 _US = timedelta(microseconds=1)
@@ -43,13 +44,13 @@ class Spool:
         self.codes, self.chunk = codes, chunk or CHUNK
         # NOTE: the step divides the chunk, so the columns reach it exactly
         self._step = math.gcd(self.chunk, STEP)
-        self._pending: list[tuple] = []  # a tuple append is cheaper than an array's per column
+        self._pending: list[tuple[float, ...]] = []  # a tuple append is cheaper than an array's per column
         self._cols = self._empty()
-        self._file = None
+        self._file: IO[bytes] | None = None
         self._written = 0  # rows in the file, in blocks of ``chunk``
         self._width = sum(col.itemsize for col in self._cols)
 
-    def _empty(self) -> tuple[array, ...]:
+    def _empty(self) -> tuple[array[Any], ...]:
         return tuple(array(c) for c in self.codes)
 
     def __len__(self) -> int:
@@ -60,7 +61,7 @@ class Spool:
         """Rows held in memory (fewer than ``chunk`` once a file takes the rest)."""
         return len(self._cols[0]) + len(self._pending)
 
-    def push(self, *row) -> None:
+    def push(self, *row: float) -> None:
         pending = self._pending
         pending.append(row)
         if len(pending) >= self._step:
@@ -91,10 +92,11 @@ class Spool:
         self._written += len(self._cols[0])
         self._cols = self._empty()
 
-    def chunks(self) -> Iterator[tuple[array, ...]]:
+    def chunks(self) -> Iterator[tuple[array[Any], ...]]:
         """The rows in order, a block of columns at a time."""
         self._settle()
         for k in range(self._written // self.chunk):
+            assert self._file is not None  # rows were written to it
             self._file.seek(k * self.chunk * self._width)
             cols = self._empty()
             for col in cols:
@@ -103,6 +105,6 @@ class Spool:
         if len(self._cols[0]):
             yield self._cols
 
-    def rows(self) -> Iterator[tuple]:
+    def rows(self) -> Iterator[tuple[Any, ...]]:
         for cols in self.chunks():
             yield from zip(*cols, strict=True)

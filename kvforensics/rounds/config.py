@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import polars as pl
 
 from kvforensics.errors import InputError, MissingConfigError
@@ -35,7 +37,7 @@ FLAGS = {
 def read_config(
     events: pl.DataFrame,
     overrides: dict[str, int | None],
-    unreadable: list[tuple[str, int, str]] = (),
+    unreadable: Sequence[tuple[str, int, str]] = (),
 ) -> tuple[Config, dict[str, Prov]]:
     """Flags win over the log (a user fixing a wrong startup line); the log wins over nothing.
 
@@ -43,8 +45,9 @@ def read_config(
     point at the startup line that held it."""
     found: dict[str, Prov] = {}
     for name, sources in SOURCES.items():
-        if overrides.get(name) is not None:
-            found[name] = Prov(int(overrides[name]), GIVEN, [FLAGS[name]])
+        given = overrides.get(name)
+        if given is not None:
+            found[name] = Prov(int(given), GIVEN, [FLAGS[name]])
             continue
         for kind, col in sources:
             if col not in events.columns:
@@ -80,11 +83,11 @@ def read_config(
     _check_sizes(found)
     _check_against_log(events, found)
     cfg = Config(
-        page_size=found["page_size"].value,
-        chunked_prefill_size=found["chunked_prefill_size"].value,
-        max_prefill_tokens=found["max_prefill_tokens"].value,
-        pool_size=found["pool_size"].value,
-        align_size=found["align_size"].value,
+        page_size=_number(found["page_size"]),
+        chunked_prefill_size=_number(found["chunked_prefill_size"]),
+        max_prefill_tokens=_number(found["max_prefill_tokens"]),
+        pool_size=_number(found["pool_size"]),
+        align_size=_number(found["align_size"]),
         max_new_tokens=1,
     )
     found["max_new_tokens"] = Prov(1, "inferred", ["prefill node: max_new_tokens is forced to 1"])
@@ -147,7 +150,13 @@ def _check_against_log(events: pl.DataFrame, found: dict[str, Prov]) -> None:
         )
 
 
-def _unreadable_source(name: str, unreadable) -> str | None:
+def _number(size: Prov) -> int:
+    """A size read above (every one is a number: a flag's, a line's or a default)."""
+    assert size.value is not None
+    return size.value
+
+
+def _unreadable_source(name: str, unreadable: Sequence[tuple[str, int, str]]) -> str | None:
     """The reader's note on a startup line that held this size, if it dropped one."""
     cols = {col for _, col in SOURCES[name]}
     for path, line, why in unreadable:

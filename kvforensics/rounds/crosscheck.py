@@ -8,8 +8,10 @@ extra or missing round is one local finding; then compared number by number.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
+from typing import Any, TypeVar
 
 import polars as pl
 
@@ -17,6 +19,16 @@ from kvforensics.rounds.compact import Spool, pack_time, unpack_time
 from kvforensics.rounds.provenance import where
 from kvforensics.rounds.rebuild import Rebuild, Round
 from kvforensics.rounds.records import Contradiction
+
+#: another rank's line (a batch line or a plan), as the reader's row
+Line = dict[str, Any]
+#: whether a round and a line agree
+Same = Callable[["Key", Line], bool]
+#: a round and a line paired; None on the side that has no partner
+Pair = tuple["Key | None", "Line | None"]
+#: the first and last time of something
+TimeSpan = tuple[datetime, datetime]
+T = TypeVar("T")
 
 
 @dataclass(slots=True)
@@ -65,7 +77,7 @@ class RoundKeys:
             keys.add(r, keep=True)
         return keys
 
-    def _key(self, row: tuple) -> Key:
+    def _key(self, row: tuple[Any, ...]) -> Key:
         index, t, tokens, rids, _ = row
         return Key(index, unpack_time(t), tokens, rids, self.kept.get(index))
 
@@ -76,13 +88,13 @@ class RoundKeys:
         return [self._key(row) for row in self._rows.rows() if not row[4]]
 
 
-def _align(rounds: list[Key], lines: list[dict], same) -> list[tuple[Key | None, dict | None]]:
+def _align(rounds: list[Key], lines: list[Line], same: Same) -> list[Pair]:
     """Pair rounds with another rank's lines from the end of the logs backwards (every
     rank's log ends at the same crash), by content: where a pair disagrees, a round or a
     line that the next few would match is skipped, so one extra or missing round stays a
     local finding instead of shifting every pair before it. ``same(round, line)`` says
     whether they agree. Unpaired items come back with None on the other side."""
-    out: list[tuple[Key | None, dict | None]] = []
+    out: list[Pair] = []
     i, j = len(rounds) - 1, len(lines) - 1
     while i >= 0 and j >= 0:
         if same(rounds[i], lines[j]):
@@ -102,7 +114,9 @@ def _align(rounds: list[Key], lines: list[dict], same) -> list[tuple[Key | None,
     return out
 
 
-def _resync(rounds, lines, i, j, same, reach: int = 3, run: int = 3):
+def _resync(
+    rounds: list[Key], lines: list[Line], i: int, j: int, same: Same, reach: int = 3, run: int = 3
+) -> tuple[int, int] | None:
     """The fewest rounds (or lines) to skip so that the next ``run`` pairs agree, taken
     from the side that has more left."""
 
@@ -120,21 +134,25 @@ def _resync(rounds, lines, i, j, same, reach: int = 3, run: int = 3):
     return None
 
 
-def _seconds_apart(rnd: Key, line: dict) -> float | None:
+def _seconds_apart(rnd: Key, line: Line) -> float | None:
     if rnd.time is None or line.get("time") is None:
         return None
-    return abs((line["time"] - rnd.time).total_seconds())
+    apart: timedelta = line["time"] - rnd.time
+    return abs(apart.total_seconds())
 
 
-def _unpaired(rb: Rebuild, rank: str, what: str, pairs, span_r, span_l) -> None:
+def _unpaired(
+    rb: Rebuild, rank: str, what: str, pairs: list[Pair], span_r: TimeSpan | None,
+    span_l: TimeSpan | None,
+) -> None:
     """One finding per line that no round matches and per round that no line matches,
     each only inside the other side's time span (logs of different lengths are common)."""
     for rnd, line in pairs:
-        if rnd is None and _within(line.get("time"), span_r):
+        if rnd is None and line is not None and _within(line.get("time"), span_r):
             rb.contradictions.append(Contradiction(
                 None, what, f"{rank} line {where(line)} matches no rebuilt round of {rb.rank}"
             ))
-        elif line is None and _within(rnd.time, span_l):
+        elif line is None and rnd is not None and _within(rnd.time, span_l):
             rb.contradictions.append(Contradiction(
                 rnd.index,
                 what,
@@ -143,7 +161,7 @@ def _unpaired(rb: Rebuild, rank: str, what: str, pairs, span_r, span_l) -> None:
             ))
 
 
-def _within(t, span) -> bool:
+def _within(t: datetime | None, span: TimeSpan | None) -> bool:
     return t is None or span is None or span[0] <= t <= span[1]
 
 
@@ -152,17 +170,19 @@ def _within(t, span) -> bool:
 NEAR_S = 5
 
 
-def _near(rnd: Key, line: dict) -> bool:
+def _near(rnd: Key, line: Line) -> bool:
     gap = _seconds_apart(rnd, line)
     return gap is None or gap <= NEAR_S
 
 
-def _span(items: list, time_of) -> tuple | None:
+def _span(items: Sequence[T], time_of: Callable[[T], datetime | None]) -> TimeSpan | None:
     times = [t for t in map(time_of, items) if t is not None]
     return (min(times), max(times)) if times else None
 
 
-def _pairs(rb: Rebuild, rank: str, what: str, rounds: list[Key], lines: list[dict], same):
+def _pairs(
+    rb: Rebuild, rank: str, what: str, rounds: list[Key], lines: list[Line], same: Same
+) -> list[tuple[Key, Line]]:
     """Aligned pairs of both sides; the unpaired ones inside the other side's time span are
     findings."""
     pairs = _align(rounds, lines, same)
@@ -182,7 +202,7 @@ def _pairs(rb: Rebuild, rank: str, what: str, rounds: list[Key], lines: list[dic
 END_SLACK_S = 60.0
 
 #: per rank: its first and last time and its files
-Span = tuple[object, object, list[str]]
+Span = tuple[datetime, datetime, list[str]]
 #: the columns of a batch line or a plan the checks read
 _LINE_COLS = ("kind", "rank", "file", "line", "time", "new_token", "new_seq", "inflight_req",
               "queue_req", "cached_token", "rids", "extend_tokens")  # fmt: skip
@@ -275,7 +295,7 @@ def cross_check(
     return added
 
 
-def _check_batches(rb: Rebuild, keys: RoundKeys, rank: str, lines: list[dict]) -> list[Round]:
+def _check_batches(rb: Rebuild, keys: RoundKeys, rank: str, lines: list[Line]) -> list[Round]:
     extra = len(lines) - len(keys.forwarded())
     added: list[Round] = []
     if extra > 0 and rb.pending:
@@ -288,7 +308,7 @@ def _check_batches(rb: Rebuild, keys: RoundKeys, rank: str, lines: list[dict]) -
         for r in added:
             keys.add(r, keep=True)
 
-    def same(rnd: Key, b: dict) -> bool:
+    def same(rnd: Key, b: Line) -> bool:
         return b.get("new_token") == rnd.new_tokens and _near(rnd, b)
 
     for key, b in _pairs(rb, rank, "batch line", keys.forwarded(), lines, same):
@@ -318,13 +338,13 @@ def _check_batches(rb: Rebuild, keys: RoundKeys, rank: str, lines: list[dict]) -
     return added
 
 
-def _misfits(rounds: list[Key], lines: list[dict], same) -> int:
+def _misfits(rounds: list[Key], lines: list[Line], same: Same) -> int:
     """How many rounds and lines an alignment leaves unpaired or disagreeing."""
     return sum(r is None or ln is None or not same(r, ln) for r, ln in _align(rounds, lines, same))
 
 
-def _check_plans(rb: Rebuild, keys: RoundKeys, rank: str, lines: list[dict]) -> None:
-    def same(rnd: Key, p: dict) -> bool:
+def _check_plans(rb: Rebuild, keys: RoundKeys, rank: str, lines: list[Line]) -> None:
+    def same(rnd: Key, p: Line) -> bool:
         return (
             rnd.same_rids(list(p["rids"] or []))
             and p["extend_tokens"] == rnd.new_tokens

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 OBSERVED, DERIVED, INFERRED, GIVEN = "observed", "derived", "inferred", "given"
 
@@ -22,13 +23,13 @@ class Prov:
     evidence: list[str] = field(default_factory=list)
     interval: tuple[int, int] | None = None
 
-    def as_dict(self) -> dict:
-        d = {"value": self.value, "provenance": self.provenance, "evidence": self.evidence}
+    def as_dict(self) -> dict[str, Any]:
+        d: dict[str, Any] = {"value": self.value, "provenance": self.provenance, "evidence": self.evidence}
         if self.interval is not None:
             d["interval"] = list(self.interval)
         return d
 
 
-def where(ev: dict) -> str:
+def where(ev: dict[str, Any]) -> str:
     """``file:line`` of an event row (file name only: logs move between machines)."""
     return f"{str(ev['file']).rsplit('/', 1)[-1]}:{ev['line']}"

@@ -27,8 +27,8 @@ def deciding_rank(events: pl.DataFrame, rank: str | None) -> str:
         return rank
     adder = events.filter(pl.col("kind") == "adder_check")["rank"].unique().to_list()
     if adder:
-        return sorted(adder, key=str)[0]
-    return sorted(present, key=str)[0] if present else ""
+        return str(sorted(adder, key=str)[0])
+    return str(sorted(present, key=str)[0]) if present else ""
 
 
 def rank_files(events: pl.DataFrame, rank: str) -> list[str]:
@@ -39,6 +39,6 @@ def rank_files(events: pl.DataFrame, rank: str) -> list[str]:
 def describe_rank(events: pl.DataFrame, rank: str, names_only: bool = False) -> str:
     """``PP0 (logs/pp0.log)``; a log without rank tags is named by its files alone
     (``names_only``: file names without their folders)."""
-    files = [Path(f).name if names_only else f for f in rank_files(events, rank)]
-    files = ", ".join(files) or "no file"
+    names = [Path(f).name if names_only else f for f in rank_files(events, rank)]
+    files = ", ".join(names) or "no file"
     return f"{rank} ({files})" if rank else files

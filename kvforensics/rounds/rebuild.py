@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import sys
 from bisect import bisect_left
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
 import polars as pl
 
@@ -25,6 +26,7 @@ from kvforensics.rounds.drop import Drop
 from kvforensics.rounds.provenance import DERIVED, INFERRED, OBSERVED, Prov
 from kvforensics.rounds.ranks import deciding_rank
 from kvforensics.rounds.records import Contradiction, Decision, LoggedOom, Piece, Round
+from kvforensics.rounds.rows import Row
 from kvforensics.rounds.segment import KINDS, Segmenter, rows_of
 
 __all__ = ["KINDS", "Decision", "Piece", "Rebuild", "Rebuilder", "Round", "rebuild_rounds"]
@@ -34,6 +36,41 @@ __all__ = ["KINDS", "Decision", "Piece", "Rebuild", "Rebuilder", "Round", "rebui
 #: infer between two timed lines (their times, plus the 1 s the timestamps resolve): a
 #: walk that needs more contradicts the log's time span instead of running on.
 MAX_ROUNDS_PER_SECOND = 1000
+
+
+#: silent rounds whose AttentionStore write ends before the model's sizing: round ->
+#: (the model's end, lo, hi)
+Shrinks = dict[int, tuple[int, int, int]]
+
+
+@dataclass(frozen=True, slots=True)
+class Chunked:
+    """The request being chunked: its rid, prompt length and the tokens computed so far.
+
+    A piece the rebuild sizes itself leaves it unfinished (``done < seq_len``: a piece
+    that reaches ``seq_len`` ends the chunking); one a log's truncation names is taken as
+    the log says it."""
+
+    rid: str
+    seq_len: int
+    done: int
+
+    def __post_init__(self) -> None:
+        # the reader drops negative counts, and every piece ends at or after its start
+        assert self.done >= 0, self
+
+
+@dataclass(frozen=True, slots=True)
+class Pending:
+    """The request still chunked when a log ends, and the baseline its last round left."""
+
+    chunked: Chunked
+    base_end: Prov | None
+
+
+def _value(p: Prov | None) -> int:
+    """A baseline's number; 0 when unknown."""
+    return p.value if p is not None and p.value is not None else 0
 
 
 @dataclass
@@ -49,9 +86,9 @@ class Rebuild:
 
     #: the request still chunked when the deciding rank's log ends, with the baseline
     #: its last round left (its later rounds may be silent)
-    pending: tuple | None = None
+    pending: Pending | None = None
     #: falls of the baseline that only silent rounds' evidence shows (``continuity.Drop``)
-    drops: list = field(default_factory=list)
+    drops: list[Drop] = field(default_factory=list)
 
     def round_at(self, index: int) -> Round | None:
         """The round with this index, if it is held (a streamed replay keeps only some)."""
@@ -63,18 +100,18 @@ class Rebuild:
         shows rounds after the deciding rank's last line). Returns how many were added."""
         added = 0
         while self.pending and added < rounds:
-            chunked, base_end = self.pending
+            chunked, base_end = self.pending.chunked, self.pending.base_end
             index = self.rounds[-1].index + 1 if self.rounds else 0
-            r, chunked, base_end, _ = _silent_round(
+            r, after, base_end, _ = _silent_round(
                 self.cfg, chunked, base_end, index, None, self.block_size
             )
             r.pieces[0].evidence.append(evidence)
             self.rounds.append(r)
-            self.pending = (chunked, base_end) if chunked else None
+            self.pending = Pending(after, base_end) if after else None
             added += 1
         return added
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         return {
             "config": {k: v.as_dict() for k, v in self.config.items()},
             "rank": self.rank,
@@ -82,17 +119,6 @@ class Rebuild:
             "oom": self.oom.as_dict() if self.oom else None,
             "contradictions": [c.as_dict() for c in self.contradictions],
         }
-
-
-def _batch_of(rnd: Round, cfg: Config, tokens: int | None) -> bool:
-    """Is ``Try to allocate tokens`` this round's batch? Its admitted pieces plus at most
-    the resumed chunk's (the chunk budget spent before its first check)."""
-    if not rnd.decisions or tokens is None:
-        return False
-    new = sum(d.end - d.start for d in rnd.decisions
-              if d.decision in ("full", "truncated") and d.start is not None)
-    resumed = cfg.chunked_prefill_size - rnd.decisions[0].rem_chunk_tokens
-    return new <= tokens <= new + resumed and (tokens == new or resumed > 0)
 
 
 def _first_lock(cfg: Config, rnd: Round) -> Prov | None:
@@ -138,13 +164,21 @@ def _chunk_step(cfg: Config, done: int, seq_len: int, baseline: int) -> tuple[in
     return size.end, size.forced
 
 
-def _silent_round(cfg: Config, chunked, base_end: Prov | None, index: int, time, block, until=None):
+def _silent_round(
+    cfg: Config,
+    chunked: Chunked,
+    base_end: Prov | None,
+    index: int,
+    time: datetime | None,
+    block: int | None,
+    until: int | None = None,
+) -> tuple[Round, Chunked | None, Prov, int | None]:
     """One round in which the chunked request resumed alone and printed nothing, sized by
     the model's ``add_chunked_req`` rule from the baseline the last known round left.
 
     Returns (round, chunked after it, baseline after it, end past ``until`` or None)."""
-    rid, seq, done = chunked
-    b = base_end.value if base_end else 0
+    rid, seq, done = chunked.rid, chunked.seq_len, chunked.done
+    b = _value(base_end)
     end, forced = _chunk_step(cfg, done, seq, b)
     overshoot = None
     if until is not None and end > until:
@@ -171,31 +205,32 @@ def _silent_round(cfg: Config, chunked, base_end: Prov | None, index: int, time,
     after = Prov(b - pages, INFERRED, [f"{b} - {pages} allocated"])
     r.baseline = Prov(b, INFERRED, list(evid[1:2]))
     r.baseline_end = after
-    return r, ((rid, seq, end) if end < seq else None), after, overshoot
+    return r, (Chunked(rid, seq, end) if end < seq else None), after, overshoot
 
 
-def _forced_rise(cfg: Config, chunked, b: int, end: int) -> Prov | None:
+def _forced_rise(cfg: Config, chunked: Chunked, b: int, end: int) -> Prov | None:
     """A piece shorter than the forced branch takes, from a baseline <= 0: less memory
     cannot shorten a forced piece (it takes the whole chunk budget whatever is left), so
     memory came back before the round (a KV transfer ended). The least baseline that gives
     the piece ending at ``end``, bounded by the most; None when no baseline gives it."""
-    rid, seq, done = chunked
-    got = _baselines_for(cfg, done, seq, end, end, b)
+    got = _baselines_for(cfg, chunked.done, chunked.seq_len, end, end, b)
     if got is None:
         return None
     least, most = got
     return Prov(least, INFERRED, [
-        f"at least {least} (at most {most}) for {rid}'s piece to end at {end}, where the "
-        f"baseline {b} the last known round left takes the forced branch (the whole chunk "
-        "budget): memory came back since (a KV transfer ended)",
+        f"at least {least} (at most {most}) for {chunked.rid}'s piece to end at {end}, where "
+        f"the baseline {b} the last known round left takes the forced branch (the whole "
+        "chunk budget): memory came back since (a KV transfer ended)",
     ], (least, most))  # fmt: skip
 
 
-def _risen_round(cfg: Config, chunked, rose: Prov, index: int, time, end: int):
+def _risen_round(
+    cfg: Config, chunked: Chunked, rose: Prov, index: int, time: datetime | None, end: int
+) -> tuple[Round, Chunked | None, Prov, int | None]:
     """A silent round of the chunked request ending at ``end`` from the baseline ``rose``
     (memory came back before it). Returns as ``_silent_round`` does."""
-    rid, seq, done = chunked
-    b = rose.value
+    rid, seq, done = chunked.rid, chunked.seq_len, chunked.done
+    b = _value(rose)
     assert _chunk_step(cfg, done, seq, b)[0] == end, "the risen baseline gives the piece"
     r = Round(index, time)
     r.pieces.append(Piece(rid, done, end, "resumed", INFERRED, [
@@ -205,10 +240,12 @@ def _risen_round(cfg: Config, chunked, rose: Prov, index: int, time, end: int):
     pages = cfg.pages_for(done, end)
     after = Prov(b - pages, INFERRED, [f"{b} - {pages} allocated"])
     r.baseline, r.baseline_end = rose, after
-    return r, ((rid, seq, end) if end < seq else None), after, None
+    return r, (Chunked(rid, seq, end) if end < seq else None), after, None
 
 
-def _baselines_for(cfg: Config, done: int, seq: int, lo: int, hi: int, above: int):
+def _baselines_for(
+    cfg: Config, done: int, seq: int, lo: int, hi: int, above: int
+) -> tuple[int, int] | None:
     """The baselines above ``above`` (within the pool) from which the model's resumed piece
     from ``done`` ends in [lo, hi], as (least, most); None when none does. The end never
     falls as the baseline grows (past the forced branch at <= 0), so both are bisections."""
@@ -216,7 +253,7 @@ def _baselines_for(cfg: Config, done: int, seq: int, lo: int, hi: int, above: in
     def end(b: int) -> int:
         return _chunk_step(cfg, done, seq, b)[0]
 
-    def first(ok, low: int, high: int) -> int:
+    def first(ok: Callable[[int], bool], low: int, high: int) -> int:
         while low < high:
             mid = (low + high) // 2
             low, high = (low, mid) if ok(mid) else (mid + 1, high)
@@ -232,14 +269,16 @@ def _baselines_for(cfg: Config, done: int, seq: int, lo: int, hi: int, above: in
     return least, most
 
 
-def _first_start(cfg: Config, chunked, base_end: Prov | None, spent: int, limit: int) -> int | None:
+def _first_start(
+    cfg: Config, chunked: Chunked, base_end: Prov | None, spent: int, limit: int
+) -> int | None:
     """Walking the chunked request forward with the model (silent rounds, baseline as the
     last known round left it), the first start from which its non-last piece is ``spent``
     tokens once page-ceiled. None when the walk never gives one within ``limit`` steps
     (the silent rounds the log's time span allows; each step also advances at least one
     token, so ``seq - done`` bounds it without times)."""
-    _, seq, d = chunked
-    b = base_end.value if base_end else 0
+    seq, d = chunked.seq_len, chunked.done
+    b = _value(base_end)
     for _ in range(min(seq - d, limit)):
         end, _ = _chunk_step(cfg, d, seq, b)
         if end < seq and cfg.ceil_page(end - d) == spent:
@@ -256,17 +295,24 @@ def _resumed_end(cfg: Config, start: int, spent: int) -> int | None:
     return sizing.resumed_end_for(start, spent, cfg.page_size, cfg.align_size)
 
 
-def _oom_in_logged_round(rnd: Round) -> None:
+def _oom_in_logged_round(rnd: Round, oom: LoggedOom) -> LoggedOom:
     """The request the out-of-memory is pinned on, as the scheduler reports it: the resumed
-    chunk if any, else the batch's last piece. Nothing was allocated, so no baseline after."""
+    chunk if any, else the batch's last piece. Nothing was allocated, so no baseline after.
+    Returns the out-of-memory as placed (``rnd``'s now)."""
     resumed = [p for p in rnd.pieces if p.kind == "resumed"]
-    victim = (resumed or rnd.pieces or [None])[-1 if not resumed else 0]
-    rnd.oom = rnd.oom.placed(rnd.index, victim.rid if victim is not None else None)
+    victim = resumed[0] if resumed else rnd.pieces[-1] if rnd.pieces else None
+    rnd.oom = placed = oom.placed(rnd.index, victim.rid if victim is not None else None)
     rnd.baseline_end = None
+    return placed
 
 
 def _oom_start(
-    cfg: Config, chunked, base_end: Prov | None, tokens: int, limit: int, avail: int | None
+    cfg: Config,
+    chunked: Chunked,
+    base_end: Prov | None,
+    tokens: int,
+    limit: int,
+    avail: int | None,
 ) -> tuple[int, bool]:
     """Where the out-of-memory piece of the chunked request starts: the first point of a
     walk with the model's ``add_chunked_req`` sizing (baseline as the last known round left
@@ -282,10 +328,10 @@ def _oom_start(
     model itself runs out of memory (the last known end when it never does), not found.
     At most ``limit`` steps (the silent rounds the time span allows; every step advances
     at least one token, so ``seq - done`` bounds the walk in any case)."""
-    _, seq, d = chunked
-    b = base_end.value if base_end else 0
+    seq, d = chunked.seq_len, chunked.done
+    b = _value(base_end)
     first: int | None = None
-    stop = chunked[2]  # where the walk says the model runs out (the known end: never)
+    stop = chunked.done  # where the walk says the model runs out (the known end: never)
     for _ in range(min(seq - d, limit)):
         end, forced = _chunk_step(cfg, d, seq, b)
         if end - d == tokens:
@@ -302,7 +348,9 @@ def _oom_start(
     return (first, True) if first is not None else (stop, False)
 
 
-def _move_bracketed_end(cfg: Config, out: list[Round], chunked, tokens: int, avail: int):
+def _move_bracketed_end(
+    cfg: Config, out: list[Round], chunked: Chunked, tokens: int, avail: int
+) -> int | None:
     """When the last silent round's end is only bracketed by its AttentionStore write, the
     out-of-memory piece may start anywhere in the bracket: the first point from which
     ``add_chunked_req`` with the crash's baseline ``avail`` gives ``tokens``, and that the
@@ -310,9 +358,9 @@ def _move_bracketed_end(cfg: Config, out: list[Round], chunked, tokens: int, ava
     Returns that point (the round's piece is moved there), or None."""
     last = out[-1] if out else None
     p = last.pieces[-1] if last and last.pieces else None
-    if p is None or p.interval_end is None or p.end != chunked[2] or last.oom is not None:
+    if last is None or p is None or p.interval_end is None or p.end != chunked.done or last.oom is not None:
         return None
-    _, seq, _ = chunked
+    seq = chunked.seq_len
     lo, hi = p.interval_end
     # the round's piece is at most one chunk: that, the block and the request bound the scan
     for s in range(max(lo, p.start + 1), min(hi, seq, p.start + cfg.chunked_prefill_size) + 1):
@@ -320,7 +368,7 @@ def _move_bracketed_end(cfg: Config, out: list[Round], chunked, tokens: int, ava
             continue
         # and the round itself must be what the baseline the crash implies gave
         if _chunk_step(cfg, p.start, seq, avail + cfg.pages_for(p.start, s))[0] == s:
-            base = last.baseline.value if last.baseline else 0
+            base = _value(last.baseline)
             p.end = s
             p.evidence.append(f"end {s}: where the out-of-memory piece of {tokens} tokens starts")
             last.baseline_end = Prov(base - cfg.pages_for(p.start, s), INFERRED,
@@ -329,12 +377,12 @@ def _move_bracketed_end(cfg: Config, out: list[Round], chunked, tokens: int, ava
     return None
 
 
-def _pinned_start(cfg: Config, chunked, tokens: int, avail: int) -> int | None:
+def _pinned_start(cfg: Config, chunked: Chunked, tokens: int, avail: int) -> int | None:
     """The start of the out-of-memory piece when the baseline the last round left is not
     what the walk assumed: the line's ``avail`` is the baseline at the crash, so the piece
     is what ``add_chunked_req`` gives from it, after at most one silent round that the
     baseline ``avail`` + its pages sized. The first such start, or None."""
-    _, seq, done = chunked
+    seq, done = chunked.seq_len, chunked.done
     if _chunk_step(cfg, done, seq, avail)[0] - done == tokens:
         return done
     for s in range(done + 1, min(seq, done + cfg.chunked_prefill_size) + 1):
@@ -348,7 +396,10 @@ def _pinned_start(cfg: Config, chunked, tokens: int, avail: int) -> int | None:
 def _silent_tail(out: list[Round]) -> list[Round]:
     """The rounds after the last one with an observed baseline, oldest first."""
     k = len(out)
-    while k > 0 and not (out[k - 1].baseline and out[k - 1].baseline.provenance == OBSERVED):
+    while k > 0:
+        base = out[k - 1].baseline
+        if base is not None and base.provenance == OBSERVED:
+            break
         k -= 1
     return out[k:]
 
@@ -358,7 +409,9 @@ def _sizes(cfg: Config, piece: Piece, seq: int, base: int) -> bool:
     return _chunk_step(cfg, piece.start, seq, base)[0] == piece.end
 
 
-def _reconcile_oom(cfg: Config, out: list[Round], seq: int, shrinks: dict, drops: list) -> None:
+def _reconcile_oom(
+    cfg: Config, out: list[Round], seq: int, shrinks: Shrinks, drops: list[Drop]
+) -> None:
     """The out-of-memory line prints what was left (free + evictable) when the chunked
     request resumed alone: an observed baseline. Below what the rounds since the last
     observed one leave, the difference was taken outside the adder. Walking back from it
@@ -409,7 +462,7 @@ def _reconcile_oom(cfg: Config, out: list[Round], seq: int, shrinks: dict, drops
     ]))
 
 
-def _shrink_drops(cfg: Config, out: dict[int, Round], shrinks: dict) -> list[Drop]:
+def _shrink_drops(cfg: Config, out: dict[int, Round], shrinks: Shrinks) -> list[Drop]:
     """Silent rounds whose AS write ends before what the assumed baseline allows, with no
     out-of-memory line to pin it: the baseline was lower, by an amount the piece brackets
     (its end is where ``min(chunk, rem_total)`` landed after alignment)."""
@@ -432,7 +485,7 @@ def _shrink_drops(cfg: Config, out: dict[int, Round], shrinks: dict) -> list[Dro
     return found
 
 
-def _impossible_baselines(cfg: Config, out: list[Round], contradictions: list) -> None:
+def _impossible_baselines(cfg: Config, out: list[Round], contradictions: list[Contradiction]) -> None:
     """A baseline below 0 or above the pool is a contradiction, never a rebuilt value."""
     for r in out:
         for name in ("baseline", "baseline_end"):
@@ -463,7 +516,7 @@ class Rebuilder:
         self.seq_lens: dict[str, int] = {}
         self.oom: LoggedOom | None = None  # the last out-of-memory line, once placed
         self._placed: LoggedOom | None = None  # the last one placed so far
-        self.chunked: tuple[str, int, int] | None = None  # rid, seq_len, done
+        self.chunked: Chunked | None = None
         self.base_end: Prov | None = None
         self.count = 0  # rounds handed on so far: the next round's index
         #: rounds handed on that logged adder lines / had pieces / were forwarded
@@ -475,7 +528,7 @@ class Rebuilder:
         self._last: Round | None = None  # the last round placed
         #: silent rounds whose AS write ends before the model's sizing: round -> (model,
         #: lo, hi), of the held rounds (a later observed baseline measures the fall)
-        self.shrinks: dict[int, tuple[int, int, int]] = {}
+        self.shrinks: Shrinks = {}
         self.drops: list[Drop] = []
         self._late: list[Contradiction] = []  # impossible baselines: told after the rest
         #: silent rounds inferred since the last round that printed a line, and that
@@ -484,13 +537,13 @@ class Rebuilder:
         self._printed_at: datetime | None = None
 
     # -- what the stream sees -------------------------------------------------
-    def stream(self, rows: Iterable[tuple]) -> Iterator[Round]:
+    def stream(self, rows: Iterable[Row]) -> Iterator[Round]:
         """Rebuilt rounds as the deciding rank's events come (in line order)."""
         for ev in rows:
             yield from self.feed(ev)
         yield from self.finish()
 
-    def feed(self, ev: tuple) -> list[Round]:
+    def feed(self, ev: Row) -> list[Round]:
         """One event; the rounds it completed (usually none, at most a few)."""
         raw = self.segmenter.feed(ev)
         if self.block is None and self.segmenter.first_write is not None:
@@ -537,10 +590,10 @@ class Rebuilder:
         out, self._out = self._out, []
         return out
 
-    def pending(self) -> tuple | None:
+    def pending(self) -> Pending | None:
         """The chunked request left when the log ends (no out of memory), for other ranks'
         lines to extend."""
-        return (self.chunked, self.base_end) if self.chunked and self.oom is None else None
+        return Pending(self.chunked, self.base_end) if self.chunked and self.oom is None else None
 
     def _emit(self, rnd: Round) -> None:
         rnd.index = self.count
@@ -574,9 +627,9 @@ class Rebuilder:
         self.contradictions.append(Contradiction(self.count, what, detail))
 
     def _base(self) -> int:
-        return self.base_end.value if self.base_end else 0
+        return _value(self.base_end)
 
-    def _allowance(self, time) -> int:
+    def _allowance(self, time: datetime | None) -> int:
         """How many more silent rounds fit before a round printed at ``time``: the time
         since the last printed round (plus the timestamps' 1 s) at ``MAX_ROUNDS_PER_SECOND``.
         Without both times only the request's length bounds them (``sys.maxsize`` here)."""
@@ -585,14 +638,16 @@ class Rebuilder:
         span = max((time - self._printed_at).total_seconds(), 0.0) + 1.0
         return max(int(span * MAX_ROUNDS_PER_SECOND) - self._silent, 0)
 
-    def _gap(self, until: int, time, *, stop=None) -> None:
+    def _gap(
+        self, until: int, time: datetime | None, *, stop: Callable[[int], bool] | None = None
+    ) -> None:
         """Silent rounds of the chunked request between its known end and ``until`` (or
         until ``stop(done)`` says the next known piece starts here). Each advances the
         request by at least one token, so ``until - done`` bounds them; the log's time span
         bounds them too, and so does the pool (a chunked request holds all it has computed
         on the device): a gap that needs more is a contradiction, and stops there."""
         left = self._allowance(time)
-        while self.chunked and self.chunked[2] < until and not (stop and stop(self.chunked[2])):
+        while self.chunked and self.chunked.done < until and not (stop and stop(self.chunked.done)):
             if left <= 0:
                 self._walk_past_evidence(time, None)
                 return
@@ -609,10 +664,11 @@ class Rebuilder:
                 self.shrinks[self.count] = (over, until, until)
             self._emit(r)
 
-    def _walk_past_evidence(self, time, end: int | None) -> None:
+    def _walk_past_evidence(self, time: datetime | None, end: int | None) -> None:
         """The walk needs more than the evidence allows: the time span, or (``end``, where
         the next piece would end) the pool."""
-        rid, seq, done = self.chunked
+        assert self.chunked is not None  # only a walk of the chunked request gets here
+        rid, seq, done = self.chunked.rid, self.chunked.seq_len, self.chunked.done
         self._contradiction("silent rounds", (
             f"{rid} (seq_len {seq}) at {done} needs more silent rounds before {time} than "
             f"the log's time span allows ({self._silent} since {self._printed_at}, at most "
@@ -630,15 +686,15 @@ class Rebuilder:
         if self.chunked and first.rem_chunk_tokens == cfg.chunked_prefill_size:
             # The full budget is left: the chunked request finished in rounds that printed
             # nothing (alone in the batch, its waiting queue skipped).
-            self._gap(self.chunked[1], rnd.time)
+            self._gap(self.chunked.seq_len, rnd.time)
         if self.chunked:
             self._resumed(rnd, first)
         for d in rnd.decisions:
             self.seq_lens[d.rid] = d.seq_len
-            if d.decision in ("full", "truncated") and d.start is not None:
+            if d.decision in ("full", "truncated") and d.start is not None and d.end is not None:
                 rnd.pieces.append(Piece(d.rid, d.start, d.end, "new", OBSERVED, [d.where]))
                 if d.decision == "truncated":
-                    self.chunked = (d.rid, d.seq_len, d.end)
+                    self.chunked = Chunked(d.rid, d.seq_len, d.end)
         rnd.baseline = Prov(first.baseline, OBSERVED, [first.where])
         rnd.first_lock = _first_lock(cfg, rnd)
         last = rnd.decisions[-1]
@@ -659,7 +715,8 @@ class Rebuilder:
         """The chunked request's piece before the first check, from the chunk budget it
         spent; silent rounds before it where its size says it started later."""
         cfg = self.cfg
-        rid, seq, done = self.chunked
+        assert self.chunked is not None  # a resumed piece needs a chunked request
+        rid, seq, done = self.chunked.rid, self.chunked.seq_len, self.chunked.done
         spent = cfg.chunked_prefill_size - first.rem_chunk_tokens
         # The two offsets at the first check tell whether the resumed piece was the last
         # one: only a last piece also promises its first token to later rounds.
@@ -677,7 +734,8 @@ class Rebuilder:
                 self._gap(seq, rnd.time, stop=lambda d: d >= start)
             elif _resumed_end(cfg, done, spent) is None:
                 self._gap(seq, rnd.time, stop=lambda d: _resumed_end(cfg, d, spent) is not None)
-        rid, seq, done = self.chunked if self.chunked else (rid, seq, done)
+        if self.chunked:
+            rid, seq, done = self.chunked.rid, self.chunked.seq_len, self.chunked.done
         if cfg.ceil_page(seq - done) == spent:
             end = seq
         else:
@@ -701,21 +759,22 @@ class Rebuilder:
                 ],
             )
         )
-        self.chunked = (rid, seq, end) if end < seq else None
+        self.chunked = Chunked(rid, seq, end) if end < seq else None
 
     # -- a forward with no adder line -----------------------------------------
     def _forward(self, rnd: Round) -> None:
         """AttentionStore writes and no adder line: the chunked request resumed alone."""
         cfg, block = self.cfg, self.block
         rid_w = [r for r, _, _ in rnd.as_writes]
-        if not self.chunked or self.chunked[0] not in rid_w:
+        if not self.chunked or self.chunked.rid not in rid_w:
             self._contradiction(
                 "AttentionStore write",
                 f"writes for {rid_w} ({rnd.as_writes[0][2]}) in a round without adder "
                 "lines, but no chunked request is known",
             )
             return
-        rid, seq, done = self.chunked
+        assert block is not None  # set by the round's first write
+        rid, seq, done = self.chunked.rid, self.chunked.seq_len, self.chunked.done
         blocks, w = next((b, x) for r, b, x in rnd.as_writes if r == rid)
         lo, hi = blocks * block, min(seq, blocks * block + block - 1)
         if lo > seq:
@@ -728,7 +787,8 @@ class Rebuilder:
             )
             return
         self._in_block(lo, rnd.time)
-        rid, seq, done = self.chunked if self.chunked else (rid, seq, done)
+        if self.chunked:
+            rid, seq, done = self.chunked.rid, self.chunked.seq_len, self.chunked.done
         b = self._base()
         end, forced = _chunk_step(cfg, done, seq, b)
         evid = [
@@ -737,7 +797,7 @@ class Rebuilder:
             f"{cfg.align_size}",
             f"baseline {b} assumed unchanged since the last known round (no KV transfer ended)",
         ]
-        rose = None
+        rose: Prov | None = None
         if not lo <= end <= hi:
             model_end = end
             end = lo if lo > done else hi
@@ -759,14 +819,14 @@ class Rebuilder:
         rnd.pieces.append(Piece(rid, done, end, "resumed", INFERRED, evid, interval_end=(lo, hi)))
         pages = cfg.pages_for(done, end)
         if rose is not None:
-            b = rose.value
+            b = _value(rose)
         rnd.baseline = rose or Prov(b, INFERRED, evid[2:])
         self.base_end = Prov(b - pages, INFERRED, [f"{b} - {pages} allocated"])
         rnd.baseline_end = self.base_end
-        self.chunked = (rid, seq, end) if end < seq else None
+        self.chunked = Chunked(rid, seq, end) if end < seq else None
         self._emit(rnd)
 
-    def _in_block(self, lo: int, time) -> None:
+    def _in_block(self, lo: int, time: datetime | None) -> None:
         """Pieces of the chunked request that stayed inside one block wrote nothing: silent
         rounds before a write that starts at ``lo``, as the model sizes them from the
         assumed baseline. Adds none when that walk ends in a piece the baseline cannot
@@ -775,7 +835,8 @@ class Rebuilder:
         The walk stays in one block and below ``lo`` <= seq_len (``_forward`` checks), and
         each step advances a token at least: at most ``min(block, lo - done)`` steps."""
         cfg, block = self.cfg, self.block
-        _, seq, d = self.chunked
+        assert self.chunked is not None and block is not None  # ``_forward`` checks
+        seq, d = self.chunked.seq_len, self.chunked.done
         b, steps = self._base(), []
         while d < min(lo, seq):
             end, _ = _chunk_step(cfg, d, seq, b)
@@ -788,19 +849,22 @@ class Rebuilder:
         if cfg.pages_for(d, _chunk_step(cfg, d, seq, b)[0]) > b:
             # Memory came back: before these steps, or after them. Another rank's batch
             # line of the first step's size says they ran first.
-            first = steps[0] - self.chunked[2]
+            first = steps[0] - self.chunked.done
             if self._batch_size(time, first, first) is None:
                 return
         for end in steps:
             self._gap(end, time)
 
-    def _rise(self, done: int, seq: int, ends, b: int, model_end: int):
+    def _rise(
+        self, done: int, seq: int, ends: tuple[int, int, int], b: int, model_end: int
+    ) -> Prov | None:
         """A piece longer than the assumed baseline allows: memory came back since the last
         known round (a KV transfer ended, its slots now evictable cache). The baseline is
         then the least the piece needs, bounded by what would have made it longer; a
         contradiction only when no baseline in the pool gives the piece."""
         end, lo, hi = ends
-        rid = self.chunked[0]
+        assert self.chunked is not None  # ``_forward`` checks
+        rid = self.chunked.rid
         got = _baselines_for(self.cfg, done, seq, end, end, b) or _baselines_for(
             self.cfg, done, seq, lo, hi, b
         )
@@ -818,7 +882,7 @@ class Rebuilder:
             "since (a KV transfer ended)",
         ], (least, most))  # fmt: skip
 
-    def _batch_size(self, time, least: int, most: int) -> tuple[int, str] | None:
+    def _batch_size(self, time: datetime | None, least: int, most: int) -> tuple[int, str] | None:
         """The one piece size in [least, most] that other ranks' batch lines near ``time``
         print, with where; None when none does, or they disagree."""
         return self.batch_sizes.near(time, least, most)
@@ -828,19 +892,20 @@ class Rebuilder:
         """The logged out-of-memory: the chunked request's piece of that size. Returns it
         as placed (in ``rnd`` or in the later round it belongs to)."""
         oom = rnd.oom
+        assert oom is not None  # ``place`` calls it for a round with one
         if rnd.decisions or (rnd.as_writes and self._last is rnd):
             if not self._ran_before(rnd):
-                _oom_in_logged_round(rnd)  # the batch placed with its adder lines could not be allocated
-                return rnd.oom
+                # the batch placed with its adder lines could not be allocated
+                return _oom_in_logged_round(rnd, oom)
             # The batch fitted: the crash is a later round's, of the chunked request alone.
             at = datetime.fromisoformat(oom.time) if oom.time else rnd.time
             rnd.oom, rnd = None, Round(0, at, oom=oom)
         # an out-of-memory without its size says only that it happened
         if not self.chunked or oom.tokens is None:
             self._emit(rnd)
-            rnd.oom = oom.placed(rnd.index)
-            return rnd.oom
-        rid, seq, done = self.chunked
+            rnd.oom = placed_at = oom.placed(rnd.index)
+            return placed_at
+        rid, seq, done = self.chunked.rid, self.chunked.seq_len, self.chunked.done
         tokens = oom.tokens
         start, placed = self._oom_start(oom, rnd.time)
         if not placed:
@@ -874,10 +939,10 @@ class Rebuilder:
         rnd.baseline = self.base_end
         self.chunked = None  # the scheduler process exits here
         self._emit(rnd)
-        rnd.oom = oom.placed(rnd.index, rid)
+        rnd.oom = placed_at = oom.placed(rnd.index, rid)
         if placed:  # a contradicted piece says nothing about the baseline
             _reconcile_oom(self.cfg, self._held, seq, self.shrinks, self.drops)
-        return rnd.oom
+        return placed_at
 
     def _ran_before(self, rnd: Round) -> bool:
         """Whether the out-of-memory line after ``rnd``'s adder lines belongs to a later
@@ -885,16 +950,17 @@ class Rebuilder:
         batch left (so the batch was allocated), with the chunked request still to resume
         (a round whose pieces stayed inside one block writes nothing before the crash)."""
         oom, end = rnd.oom, rnd.baseline_end
-        if oom.tokens is None or oom.available is None or not self.chunked or end is None:
+        if oom is None or oom.tokens is None or oom.available is None or not self.chunked or end is None:
             return False
         return oom.tokens != rnd.new_tokens() and oom.available == end.value
 
-    def _oom_start(self, oom: LoggedOom, time) -> tuple[int, str | None]:
+    def _oom_start(self, oom: LoggedOom, time: datetime | None) -> tuple[int, str | None]:
         """Where the out-of-memory piece starts, and what places it ("walk": the model's
         walk from the last known baseline; "moved" or "pinned": the crash's own
         availability; None: nothing does)."""
         cfg, tokens = self.cfg, oom.tokens
-        rid, seq, _ = self.chunked
+        assert tokens is not None and self.chunked is not None  # ``_oom`` checks
+        rid, seq = self.chunked.rid, self.chunked.seq_len
         start, placed = _oom_start(cfg, self.chunked, self.base_end, tokens,
                                    self._allowance(time), oom.available)
         if placed or oom.available is None:
@@ -903,19 +969,21 @@ class Rebuilder:
         last = [self._last] if self._last is not None else []
         moved = _move_bracketed_end(cfg, last, self.chunked, tokens, avail)
         if moved is not None:
-            self.chunked, self.base_end = (rid, seq, moved), self._last.baseline_end
+            assert self._last is not None  # the round whose piece moved
+            self.chunked, self.base_end = Chunked(rid, seq, moved), self._last.baseline_end
             return moved, "moved"
         pinned = _pinned_start(cfg, self.chunked, tokens, avail)
         return (pinned, "pinned") if pinned is not None else (start, None)
 
-    def _pinned_round(self, start: int, oom: LoggedOom, time) -> None:
+    def _pinned_round(self, start: int, oom: LoggedOom, time: datetime | None) -> None:
         """The one silent round ``_pinned_start`` found before the crash: the chunked
         request from its known end to ``start``, sized from the crash's availability plus
         its own pages. That observation, not the baseline the last known round was assumed
         to leave, decides it (the assumed one was a lower bound: a lock's size, memory
         back from a transfer)."""
         cfg = self.cfg
-        rid, seq, done = self.chunked
+        assert self.chunked is not None and oom.available is not None  # ``_oom`` checks
+        rid, seq, done = self.chunked.rid, self.chunked.seq_len, self.chunked.done
         pages = cfg.pages_for(done, start)
         b = oom.available + pages
         assert _chunk_step(cfg, done, seq, b)[0] == start, "the pinned round's own sizing"
@@ -931,11 +999,11 @@ class Rebuilder:
         r.baseline_end = self.base_end = Prov(oom.available, INFERRED, [
             f"{b} - {pages} allocated",
         ])  # fmt: skip
-        self.chunked = (rid, seq, start)
+        self.chunked = Chunked(rid, seq, start)
         self._emit(r)
 
 
-def deciding_rows(frame: pl.DataFrame, rank: str) -> Iterator[tuple]:
+def deciding_rows(frame: pl.DataFrame, rank: str) -> Iterator[Row]:
     """The rebuild's events of ``rank`` in one event frame, as rows in line order."""
     ev = frame.filter(pl.col("kind").is_in(KINDS) & (pl.col("rank") == rank))
     return rows_of(ev.sort(["file", "line"]))

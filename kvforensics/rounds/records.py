@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from datetime import datetime
+from typing import Any
 
 from kvforensics.model import Config
 from kvforensics.rounds.provenance import Prov
@@ -18,7 +19,7 @@ class Contradiction:
     what: str
     detail: str
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         return {"round": self.round, "what": self.what, "detail": self.detail}
 
 
@@ -45,7 +46,7 @@ class LoggedOom:
     def placed(self, round: int | None, rid: str | None = None) -> LoggedOom:
         return replace(self, round=round, rid=rid)
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         return {k: getattr(self, k) for k in self.__dataclass_fields__}
 
 
@@ -66,7 +67,7 @@ class Decision:
     start: int | None = None
     end: int | None = None
     result: str | None = None
-    loaded: int = 0
+    loaded: int | None = 0  # None: the load-back line's number was unreadable
 
     def load_back_slots(self, cfg: Config) -> int:
         """Slots the load-back took: whole pages after the device prefix."""
@@ -74,7 +75,7 @@ class Decision:
             return 0
         return cfg.pages_for(self.prefix_len, self.prefix_len + self.loaded)
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         return {k: getattr(self, k) for k in self.__dataclass_fields__}
 
 
@@ -89,7 +90,7 @@ class Piece:
     cross_checked: bool = False
     interval_end: tuple[int, int] | None = None
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         d = {
             "rid": self.rid,
             "start": self.start,
@@ -118,8 +119,8 @@ class Round:
     first_lock: Prov | None = None
     forwarded: bool = False  # AS writes seen: the forward has run
     oom: LoggedOom | None = None
-    batch: dict | None = None  # the PP3 batch line matched to this round
-    replays: list[dict] = field(default_factory=list)  # other PP ranks' plans
+    batch: dict[str, Any] | None = None  # the PP3 batch line matched to this round
+    replays: list[dict[str, Any]] = field(default_factory=list)  # other PP ranks' plans
 
     @property
     def observed(self) -> bool:
@@ -128,7 +129,7 @@ class Round:
     def new_tokens(self) -> int:
         return sum(p.end - p.start for p in self.pieces)
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         return {
             "round": self.index,
             "time": self.time.isoformat(sep=" ") if self.time else None,

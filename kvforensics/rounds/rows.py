@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from datetime import datetime
 from itertools import repeat
-from typing import NamedTuple
+from typing import Any, Literal, NamedTuple, cast
 
 import polars as pl
 
@@ -21,7 +21,7 @@ class Check(NamedTuple):
     """``add_one_req``'s check line; ``decided``: its result line came right after it
     (``decision`` .. ``extend_end`` are that line's)."""
 
-    kind: str
+    kind: Literal["adder_check"]
     where: str
     time: datetime | None
     rid: str
@@ -40,7 +40,7 @@ class Check(NamedTuple):
 
 
 class Result(NamedTuple):
-    kind: str
+    kind: Literal["adder_result"]
     where: str
     time: datetime | None
     rid: str
@@ -51,7 +51,7 @@ class Result(NamedTuple):
 
 
 class LoadBack(NamedTuple):
-    kind: str
+    kind: Literal["hicache_load_back"]
     where: str
     time: datetime | None
     rid: str
@@ -59,7 +59,7 @@ class LoadBack(NamedTuple):
 
 
 class Write(NamedTuple):
-    kind: str
+    kind: Literal["as_write"]
     where: str
     time: datetime | None
     rid: str
@@ -68,7 +68,7 @@ class Write(NamedTuple):
 
 
 class Oom(NamedTuple):
-    kind: str
+    kind: Literal["oom"]
     where: str
     time: datetime | None
     oom_tokens: int | None
@@ -83,7 +83,9 @@ class Oom(NamedTuple):
     oom_mamba_evictable_size: int | None
 
 
-ROW = {
+#: one event row of a rebuild, told apart by its ``kind``
+Row = Check | Result | LoadBack | Write | Oom
+ROW: dict[str, type[Row]] = {
     "adder_check": Check,
     "adder_result": Result,
     "hicache_load_back": LoadBack,
@@ -104,7 +106,7 @@ _WHERE = pl.concat_str(
 ).alias("where")  # fmt: skip
 
 
-def rows_of(frame: pl.DataFrame) -> Iterator[tuple]:
+def rows_of(frame: pl.DataFrame) -> Iterator[Row]:
     """A frame of rebuild events (of the kinds in ``KINDS``) as rows, in its order."""
     if not frame.height:
         return iter(())
@@ -112,7 +114,7 @@ def rows_of(frame: pl.DataFrame) -> Iterator[tuple]:
     kinds = frame["kind"].unique(maintain_order=True).to_list()
     if len(kinds) == 1:
         return iter(_rows(frame, ROW[kinds[0]]))
-    out: list = [None] * frame.height
+    out: list[Any] = [None] * frame.height  # every slot is set below
     numbered = frame.with_row_index("_row")
     for kind in kinds:
         part = numbered.filter(pl.col("kind") == kind)
@@ -137,7 +139,7 @@ def _fold_results(frame: pl.DataFrame) -> pl.DataFrame:
     return frame.filter(~pl.col("_folded")).drop("_folded")
 
 
-def _rows(frame: pl.DataFrame, row: type) -> list[tuple]:
+def _rows(frame: pl.DataFrame, row: type[Row]) -> list[Row]:
     cols = [
         _WHERE if f == "where" else pl.col(f) if f in frame.columns else pl.lit(None).alias(f)
         for f in row._fields
@@ -145,4 +147,5 @@ def _rows(frame: pl.DataFrame, row: type) -> list[tuple]:
     # NOTE: tuple.__new__ straight from the zipped columns: the named tuple's own
     # ``__new__`` is a Python function, a call per event for the same tuple
     columns = (s.to_list() for s in frame.select(cols))
-    return list(map(tuple.__new__, repeat(row), zip(*columns, strict=True)))
+    # (typeshed types ``tuple.__new__`` unbound as a plain tuple's)
+    return cast(list[Row], list(map(tuple.__new__, repeat(row), zip(*columns, strict=True))))

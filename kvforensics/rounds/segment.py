@@ -8,17 +8,24 @@ is complete when the next one starts, so one round of lookahead is all this need
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from kvforensics.model import Config
 from kvforensics.rounds.records import Decision, LoggedOom, Round
-from kvforensics.rounds.rows import FIELDS, KINDS, Check, Oom, Write, rows_of
+from kvforensics.rounds.rows import FIELDS, KINDS, Check, Oom, Row, Write, rows_of
 
 __all__ = ["FIELDS", "KINDS", "Segmenter", "rows_of"]
 
 
 def _batch_of(rnd: Round, cfg: Config, tokens: int | None) -> bool:
-    from kvforensics.rounds.rebuild import _batch_of as batch_of
-
-    return batch_of(rnd, cfg, tokens)
+    """Is ``Try to allocate tokens`` this round's batch? Its admitted pieces plus at most
+    the resumed chunk's (the chunk budget spent before its first check)."""
+    if not rnd.decisions or tokens is None:
+        return False
+    new = sum(d.end - d.start for d in rnd.decisions
+              if d.decision in ("full", "truncated") and d.start is not None and d.end is not None)
+    resumed = cfg.chunked_prefill_size - rnd.decisions[0].rem_chunk_tokens
+    return new <= tokens <= new + resumed and (tokens == new or resumed > 0)
 
 
 class Segmenter:
@@ -30,35 +37,39 @@ class Segmenter:
     def __init__(self, cfg: Config) -> None:
         self.cfg = cfg
         self.cur: Round | None = None
-        self.last_time = None
+        self.last_time: datetime | None = None
         #: the first AttentionStore write: its block size and where it was read
         self.first_write: Write | None = None
         self.oom: LoggedOom | None = None
 
-    def _new(self, time) -> Round | None:
+    def _new(self, time: datetime | None) -> Round | None:
         done, self.cur = self.cur, Round(-1, time)
         return done
+
+    def _current(self) -> Round:
+        """The round being read (every event that reaches it has started one)."""
+        assert self.cur is not None
+        return self.cur
 
     def finish(self) -> Round | None:
         done, self.cur = self.cur, None
         return done
 
-    def feed(self, ev: tuple) -> Round | None:
-        kind = ev.kind
-        if kind == "adder_check":
+    def feed(self, ev: Row) -> Round | None:
+        if ev.kind == "adder_check":
             return self._check(ev)
         cur = self.cur
-        if kind == "adder_result":
+        if ev.kind == "adder_result":
             if cur and cur.decisions and cur.decisions[-1].rid == ev.rid:
                 d = cur.decisions[-1]
                 d.decision, d.result = ev.decision, ev.result
                 d.start, d.end = ev.extend_start, ev.extend_end
-        elif kind == "hicache_load_back":
+        elif ev.kind == "hicache_load_back":
             if cur and cur.decisions and cur.decisions[-1].rid == ev.rid:
                 cur.decisions[-1].loaded = ev.loaded
-        elif kind == "as_write":
+        elif ev.kind == "as_write":
             return self._write(ev)
-        elif kind == "oom":
+        elif ev.kind == "oom":
             return self._oom(ev)
         return None
 
@@ -75,7 +86,7 @@ class Segmenter:
             or ev.rem_chunk_tokens > last.rem_chunk_tokens
         ):
             return True
-        if last.decision in ("full", "truncated"):
+        if last.decision in ("full", "truncated") and last.start is not None and last.end is not None:
             spent = cfg.ceil_page(last.end - last.start)
             if ev.rem_chunk_tokens != last.rem_chunk_tokens - spent:
                 return True  # the budget did not carry over: a new adder
@@ -94,7 +105,7 @@ class Segmenter:
     def _check(self, ev: Check) -> Round | None:
         done = self._new(ev.time) if self._boundary(ev) else None
         self.last_time = ev.time
-        self.cur.decisions.append(
+        self._current().decisions.append(
             Decision(
                 ev.rid,
                 ev.seq_len,
@@ -133,8 +144,9 @@ class Segmenter:
         done = None
         if cur is None or cur.oom is not None or stale or any(r == ev.rid for r, _, _ in cur.as_writes):
             done = self._new(ev.time)
-        self.cur.as_writes.append((ev.rid, ev.blocks, ev.where))
-        self.cur.forwarded = True
+        cur = self._current()
+        cur.as_writes.append((ev.rid, ev.blocks, ev.where))
+        cur.forwarded = True
         return done
 
     def _oom(self, ev: Oom) -> Round | None:
@@ -157,5 +169,5 @@ class Segmenter:
         done = None
         if cur is None or cur.forwarded or not _batch_of(cur, self.cfg, oom.tokens):
             done = self._new(ev.time)
-        self.cur.oom = oom
+        self._current().oom = oom
         return done

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 import polars as pl
 
@@ -16,6 +17,17 @@ from kvforensics.progress import current
 from kvforensics.rounds.config import check_overrides, read_config
 from kvforensics.rounds.crosscheck import cross_check
 from kvforensics.rounds.rebuild import Rebuild, rebuild_rounds
+from kvforensics.rounds.records import Round
+
+
+class Window(Protocol):
+    """The rounds to keep (``stream.Narrow``): false when it keeps them all."""
+
+    def __bool__(self) -> bool: ...
+
+    def within(self, rnd: Round) -> bool: ...
+
+    def trim(self, rb: Rebuild) -> None: ...
 
 
 @dataclass
@@ -60,7 +72,7 @@ def from_logs(
     progress: bool = False,
     need_adder: bool = False,
     hold: bool = False,
-    narrow=None,
+    narrow: Window | None = None,
 ) -> LogRounds:
     """Logs -> rounds, every event and round kept. Raises InputError (one line) for input
     that gives none. ``hold``: logs without adder lines come back with no rebuild (for the

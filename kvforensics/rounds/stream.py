@@ -19,14 +19,15 @@ from pathlib import Path
 import polars as pl
 
 from kvforensics.errors import InputError
+from kvforensics.logs.catalogue import load_catalogue
 from kvforensics.logs.reader import iter_events
 from kvforensics.logs.summary import ParseSummary
 from kvforensics.model import Config
 from kvforensics.rounds.config import check_overrides, read_config
-from kvforensics.rounds.crosscheck import merge_spans, spans_of
+from kvforensics.rounds.crosscheck import Span, merge_spans, spans_of
 from kvforensics.rounds.provenance import Prov
 from kvforensics.rounds.ranks import deciding_rank
-from kvforensics.rounds.rebuild import Rebuilder, other_batches
+from kvforensics.rounds.rebuild import Rebuild, Rebuilder, other_batches
 from kvforensics.rounds.records import Round
 from kvforensics.rounds.segment import KINDS, rows_of
 from kvforensics.rounds.source import check_prefill, has_adder_lines, require_adder_lines
@@ -60,7 +61,7 @@ class Narrow:
             return True
         return self.until_time is not None and rnd.time is not None and rnd.time > self.until_time
 
-    def trim(self, rb) -> None:
+    def trim(self, rb: Rebuild) -> None:
         """What falls outside is no part of the replay: the logged out-of-memory and the
         contradictions of rounds there (the cross-checks ran on the rounds kept)."""
         if not self:
@@ -132,7 +133,7 @@ class LogStream:
     hold: bool = False
     unreplayable: pl.DataFrame | None = None
     #: each rank's time span, gathered as the frames pass
-    spans: dict = field(default_factory=dict)
+    spans: dict[str, Span] = field(default_factory=dict)
     summary: ParseSummary = field(default_factory=ParseSummary)
     cfg: Config | None = None
     config: dict[str, Prov] = field(default_factory=dict)
@@ -166,10 +167,26 @@ class LogStream:
             self._start(held)
             for f in held:
                 yield from self._frame(f)
-        yield from self.rebuilder.finish()
+        yield from self.rebuilding().finish()
         present = {r for fs in self.summary.files for r in fs.ranks}
         if self.rank and self.rank not in present:
             raise InputError(f"--rank {self.rank}: no line of these logs is tagged {self.rank}")
+
+    def settled_cfg(self) -> Config:
+        """The configuration, once the first adder line (or the end of a log without one)
+        read it."""
+        assert self.cfg is not None
+        return self.cfg
+
+    def deciding(self) -> str:
+        """The deciding rank, once the first read told it."""
+        assert self.rank is not None
+        return self.rank
+
+    def rebuilding(self) -> Rebuilder:
+        """The rebuild, once the first adder line (or the end of a log without one) started it."""
+        assert self.rebuilder is not None
+        return self.rebuilder
 
     def settled_config(self) -> tuple[dict[str, Prov], str | None]:
         """The configuration's evidence as the whole log gives it (the last restart's
@@ -237,16 +254,14 @@ class LogStream:
             other = other.filter(~pl.col("kind").is_in(KINDS))
             keep = [c for c in other.columns if other[c].null_count() < other.height]
             self._side.append(other.select(keep))
-        feed = self.rebuilder.feed
+        feed = self.rebuilding().feed
         for ev in rows_of(rows):
             yield from feed(ev)
 
 
-def _concat(frames: list[pl.DataFrame], formats) -> pl.DataFrame:
+def _concat(frames: list[pl.DataFrame], formats: list[Path] | None) -> pl.DataFrame:
     if frames:
         return pl.concat(frames, how="vertical")
-    from kvforensics.logs import load_catalogue
-
     return pl.DataFrame(schema=load_catalogue(formats).schema())
 
 
@@ -265,7 +280,7 @@ def forgetting(ls: LogStream, rounds: Iterable[Round]) -> Iterator[Round]:
     log's length (a replay's pass drops them itself)."""
     for rnd in rounds:
         yield rnd
-        lens = ls.rebuilder.seq_lens
+        lens = ls.rebuilding().seq_lens
         for rid in finished(rnd, lens):
             del lens[rid]
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 
@@ -15,7 +16,7 @@ from kvforensics.rounds.records import Round
 SUFFIXES = (".ndjson", ".parquet")
 #: rounds per Parquet part
 BATCH = 20_000
-PIECE_SCHEMA = {
+PIECE_SCHEMA: dict[str, pl.DataType | type[pl.DataType]] = {
     "round": pl.Int64,
     "time": pl.Datetime("us"),
     "observed": pl.Boolean,
@@ -32,7 +33,7 @@ PIECE_SCHEMA = {
 }
 
 
-def piece_rows(rnd: Round) -> list[tuple]:
+def piece_rows(rnd: Round) -> list[tuple[Any, ...]]:
     """One row per piece (one row with no piece for a round without any)."""
     base = rnd.baseline
     head = (rnd.index, rnd.time, rnd.observed)
@@ -69,7 +70,7 @@ def _ndjson(rounds: Iterable[Round], path: Path) -> int:
 def _parquet(rounds: Iterable[Round], path: Path) -> int:
     """Parts of ``BATCH`` rounds next to ``path``, then merged into it by a streaming sink."""
     parts: list[Path] = []
-    rows: list[tuple] = []
+    rows: list[tuple[Any, ...]] = []
     n = 0
 
     def flush() -> None:

@@ -1,15 +1,17 @@
 """Fleet scan: many nodes' logs, each through the same rebuild, fidelity check and causes
 as ``replay``, plus the whole-log findings (gap admissions, margins, what a fix refuses)."""
 
+from typing import Any
+
+from kvforensics.replay.whole_log import GapAdmission, Margin, Refusal, WholeLog, whole_log
 from kvforensics.scan.discover import Discovery, discover
 from kvforensics.scan.engines import ENGINES, run_tasks
 from kvforensics.scan.fleet import Fleet, scan, write_parquet
-from kvforensics.scan.records import GapAdmission, Margin, NodeScan, NodeSpec, Refusal, WholeLog
+from kvforensics.scan.records import NodeScan, NodeSpec
 from kvforensics.scan.task import ScanOptions, scan_node
-from kvforensics.scan.whole_log import whole_log
 
 
-def whole_log_dict(wl: WholeLog) -> dict:
+def whole_log_dict(wl: WholeLog) -> dict[str, Any]:
     return wl.as_dict()
 
 

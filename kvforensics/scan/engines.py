@@ -9,7 +9,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from concurrent.futures.process import BrokenProcessPool
 
@@ -39,7 +39,8 @@ def run_tasks(
 
 
 def run_local(
-    specs: Sequence[NodeSpec], opts: ScanOptions, *, jobs: int | None = None, on_done=None
+    specs: Sequence[NodeSpec], opts: ScanOptions, *, jobs: int | None = None,
+    on_done: Progress | None = None,
 ) -> list[NodeScan]:
     """One worker per core by default; one job runs in this process (no pool). The
     temporary directory URLs are fetched into is this process's, so it goes when the
@@ -68,7 +69,10 @@ def run_local(
     return results  # type: ignore[return-value]
 
 
-def _pool(specs, which, opts, workers: int, work: str, done) -> list[NodeScan | None]:
+def _pool(
+    specs: Sequence[NodeSpec], which: Iterable[int], opts: ScanOptions, workers: int, work: str,
+    done: Progress,
+) -> list[NodeScan | None]:
     """The nodes ``which`` on a pool of ``workers`` processes; None where a worker died."""
     # spawn, not fork: polars' thread pool does not survive a fork
     ctx = multiprocessing.get_context("spawn")
@@ -77,10 +81,11 @@ def _pool(specs, which, opts, workers: int, work: str, done) -> list[NodeScan | 
         futures = {pool.submit(scan_node, specs[i], opts, work): i for i in which}
         for fut in as_completed(futures):
             try:
-                results[futures[fut]] = fut.result()
+                got = fut.result()
             except BrokenProcessPool:  # a worker was killed: which node it held is unknown
                 continue
-            done(results[futures[fut]])
+            results[futures[fut]] = got
+            done(got)
     return results
 
 
@@ -93,7 +98,8 @@ def _died(spec: NodeSpec) -> NodeScan:
 
 
 def run_ray(
-    specs: Sequence[NodeSpec], opts: ScanOptions, *, address: str | None = None, on_done=None
+    specs: Sequence[NodeSpec], opts: ScanOptions, *, address: str | None = None,
+    on_done: Progress | None = None,
 ) -> list[NodeScan]:
     """Each node a Ray task; ``address`` joins a running cluster, none starts a local one."""
     try:
@@ -103,7 +109,8 @@ def run_ray(
     started = not ray.is_initialized()
     if started:
         try:
-            ray.init(address=address, include_dashboard=False, logging_level="ERROR")
+            # (Ray takes a level's name too; its annotation says int)
+            ray.init(address=address, include_dashboard=False, logging_level="ERROR")  # type: ignore[arg-type]
         except (ConnectionError, RuntimeError, ValueError) as exc:
             where = address or "a local Ray"
             raise InputError(f"cannot start or join {where}: {str(exc).splitlines()[0]}") from None
@@ -116,9 +123,10 @@ def run_ray(
         while pending:
             done, pending = ray.wait(pending, num_returns=1)
             for ref in done:
-                results[index[ref]] = ray.get(ref)
+                got: NodeScan = ray.get(ref)
+                results[index[ref]] = got
                 if on_done:
-                    on_done(results[index[ref]])
+                    on_done(got)
         return results  # type: ignore[return-value]
     finally:
         if started:

@@ -3,15 +3,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 
 from kvforensics.errors import InputError
 from kvforensics.outputs import atomic_write, check_not_input
 from kvforensics.scan.discover import discover, is_url
-from kvforensics.scan.engines import run_tasks
+from kvforensics.scan.engines import Progress, run_tasks
 from kvforensics.scan.records import NodeScan
 from kvforensics.scan.task import ScanOptions
 
@@ -60,7 +62,7 @@ class Fleet:
         rows = [{"node": n.node, **g} for n in self.nodes for g in n.as_dict()["gap_admissions"]]
         return pl.DataFrame(rows, schema=GAP_SCHEMA)
 
-    def totals(self) -> dict:
+    def totals(self) -> dict[str, Any]:
         return self.summary().as_dict()
 
     def summary(self) -> Totals:
@@ -90,7 +92,7 @@ class Fleet:
             contradictions=sum(n.contradictions for n in ok),
         )
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         return {
             "nodes": [n.as_dict() for n in self.nodes],
             "unreadable": [{"path": p, "reason": r} for p, r in self.problems],
@@ -98,7 +100,7 @@ class Fleet:
         }
 
 
-NODE_SCHEMA = {
+NODE_SCHEMA: dict[str, pl.DataType | type[pl.DataType]] = {
     "node": pl.Utf8,
     "files": pl.List(pl.Utf8),
     "error": pl.Utf8,
@@ -137,7 +139,7 @@ GAP_SCHEMA = {
 }
 
 
-def _node_row(n: NodeScan) -> dict:
+def _node_row(n: NodeScan) -> dict[str, Any]:
     d = n.as_dict()
     oom = d["ooms"][0] if d["ooms"] else {}
     tight = d["tightest_margin"] or {}
@@ -178,8 +180,8 @@ def scan(
     engine: str = "local",
     jobs: int | None = None,
     address: str | None = None,
-    on_done=None,
-    on_start=None,
+    on_done: Progress | None = None,
+    on_start: Callable[[int], object] | None = None,
 ) -> Fleet:
     found = discover(paths, group_by)
     if not found.nodes:

@@ -14,9 +14,10 @@ from matplotlib.ticker import MaxNLocator
 
 from kvforensics.plotting import COLORS, TOKENS
 from kvforensics.plotting import save_png as _save
+from kvforensics.replay.whole_log import GapAdmission, WholeLog
 from kvforensics.scan.discover import short_names
 from kvforensics.scan.fleet import Fleet
-from kvforensics.scan.records import GapAdmission, NodeScan, WholeLog
+from kvforensics.scan.records import NodeScan
 
 #: nodes drawn at most per figure (the ones with the most to show)
 MAX_NODES = 30
@@ -57,7 +58,7 @@ def plot_gaps(fleet: Fleet, path: Path) -> Path:
         xs: list[Any] = [_when(g) if timed else g.round for g in gaps]
         sizes = [12 + 140 * g.intruder_load_back / top for g in gaps]
         ax.scatter(
-            xs,
+            xs,  # type: ignore[arg-type]  # matplotlib plots datetimes; its stub lists numbers
             [y] * len(gaps),
             s=sizes,
             color=COLORS.tail,

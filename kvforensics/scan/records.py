@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
+from typing import Any
+
+from kvforensics.replay.whole_log import WholeLog
 
 
 @dataclass(frozen=True, slots=True)
@@ -11,77 +14,6 @@ class NodeSpec:
 
     node: str
     files: tuple[str, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class GapAdmission:
-    """A request admitted after a truncation, in the chunk budget the truncation left,
-    while the truncated request's tail was promised to nobody."""
-
-    round: int
-    time: str | None
-    victim_rid: str
-    unreserved_tail: int
-    intruder_rid: str
-    intruder_compute: int
-    intruder_load_back: int
-    #: the memory check it passed (rem_total_tokens at that step)
-    rem_total_tokens: int | None
-    #: the chunk budget left by the truncation
-    leftover_chunk_budget: int | None
-
-
-@dataclass(frozen=True, slots=True)
-class Margin:
-    """What a round left (available + evictable after its allocation) minus the tails that
-    no one reserved. Negative: the promised tails no longer fit unless memory is freed."""
-
-    round: int
-    time: str | None
-    left: int
-    unreserved_tails: int
-    margin: int
-    #: the round itself could not allocate (its margin is available minus requested)
-    oom: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class Refusal:
-    """A request the prefix run admitted that a fix refuses in the same round."""
-
-    round: int
-    rid: str
-    #: how much later its prefill finishes under the fix (None: not within the run)
-    delay_s: float | None
-
-
-@dataclass(frozen=True, slots=True)
-class WholeLog:
-    """The whole-log findings of one node."""
-
-    gap_admissions: tuple[GapAdmission, ...]
-    #: the lowest margin of each stretch of rounds, in round order (the tightest among them)
-    margins: tuple[Margin, ...]
-    refused: dict[str, tuple[Refusal, ...]]
-    rounds_rerun: int
-    notes: tuple[str, ...] = ()
-
-    def tightest(self) -> Margin | None:
-        """The least margin; the earliest round among equals."""
-        return min(self.margins, key=lambda m: (m.margin, m.round), default=None)
-
-    def as_dict(self) -> dict:
-        tight = self.tightest()
-        return {
-            "gap_admissions": [asdict(g) for g in self.gap_admissions],
-            "tightest_margin": asdict(tight) if tight else None,
-            "refused": {
-                p: {"requests": len(rs), "delays": [asdict(r) for r in rs]}
-                for p, rs in self.refused.items()
-            },
-            "rounds_rerun": self.rounds_rerun,
-            "notes": list(self.notes),
-        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,7 +80,7 @@ class NodeScan:
     exit_code: int = 0
     notes: tuple[str, ...] = field(default_factory=tuple)
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         wl = self.whole_log.as_dict() if self.whole_log else None
         return {
             "node": self.node,

@@ -12,11 +12,12 @@ from pathlib import Path
 from kvforensics.errors import KvfError
 from kvforensics.logs.source import check_readable
 from kvforensics.model import POLICIES
+from kvforensics.replay.replay import ReplayResult
 from kvforensics.replay.stock import StockAnalysis
+from kvforensics.replay.whole_log import FIXES, whole_log
 from kvforensics.rounds.stream import Narrow
 from kvforensics.scan.discover import is_url
 from kvforensics.scan.records import HeldCause, NodeOom, NodeScan, NodeSpec
-from kvforensics.scan.whole_log import FIXES, whole_log
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +68,7 @@ def _fetch(
     for i, f in enumerate(files):
         try:
             if is_url(f):
+                assert tmp is not None  # a node with URLs is given a folder to copy into
                 local.append(_copy(f, tmp / str(i)))
             else:
                 check_readable(Path(f))
@@ -88,7 +90,9 @@ def _copy(url: str, folder: Path) -> Path:
     return dest
 
 
-def _scan(spec: NodeSpec, opts: ScanOptions, local: list[Path], unreadable) -> NodeScan:
+def _scan(
+    spec: NodeSpec, opts: ScanOptions, local: list[Path], unreadable: tuple[tuple[str, str], ...]
+) -> NodeScan:
     from kvforensics.replay import replay_logs
 
     # the fixes whose refusals are counted run forward too: their delays at the start
@@ -127,7 +131,9 @@ def _scan(spec: NodeSpec, opts: ScanOptions, local: list[Path], unreadable) -> N
     )
 
 
-def _stock(spec: NodeSpec, a: StockAnalysis, unreadable) -> NodeScan:
+def _stock(
+    spec: NodeSpec, a: StockAnalysis, unreadable: tuple[tuple[str, str], ...]
+) -> NodeScan:
     """A release's log (no adder lines): its out-of-memory events and their pool
     arithmetic; no round can be re-run, so there are no whole-log findings."""
     ooms = tuple(
@@ -159,7 +165,7 @@ def _stock(spec: NodeSpec, a: StockAnalysis, unreadable) -> NodeScan:
     )
 
 
-def _ooms(rr) -> tuple[NodeOom, ...]:
+def _ooms(rr: ReplayResult) -> tuple[NodeOom, ...]:
     o = rr.observed_oom
     if not o:
         return ()
@@ -177,6 +183,6 @@ def _ooms(rr) -> tuple[NodeOom, ...]:
     )
 
 
-def held_causes(rr) -> tuple[HeldCause, ...]:
+def held_causes(rr: ReplayResult) -> tuple[HeldCause, ...]:
     """The cause catalogue's held findings."""
     return tuple(HeldCause(c.id, c.summary, c.round) for c in rr.causes if c.held)

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from rich.console import Console
+from rich.console import Console, JustifyMethod
 from rich.table import Table
 
+from kvforensics.replay.whole_log import WholeLog
 from kvforensics.scan.discover import short_names
 from kvforensics.scan.fleet import Fleet
 from kvforensics.scan.records import NodeScan
@@ -13,14 +14,15 @@ from kvforensics.scan.records import NodeScan
 def print_fleet(fleet: Fleet, console: Console) -> None:
     base, names = short_names([n.node for n in fleet.nodes])
     t = Table(title=f"Fleet scan of {base or '.'}", title_justify="left", show_lines=True)
-    for col, just, width in (
+    columns: tuple[tuple[str, JustifyMethod, int | None], ...] = (
         ("node", "left", None),
         ("rounds", "right", None),
         ("out of memory", "left", 19),  # a rid and a cause id whole
         ("gap\nadm.", "right", None),
         ("tightest\nmargin", "right", None),
         ("fixed\nrefuses", "right", None),
-    ):
+    )
+    for col, just, width in columns:
         t.add_column(col, justify=just, overflow="fold", min_width=width)
     for n in fleet.nodes:
         t.add_row(*_cells(n, names[n.node]))
@@ -73,7 +75,7 @@ def _cells(n: NodeScan, short: str) -> list[str]:
     return [name, str(n.rounds), ooms or "none", gaps, margin, refuses]
 
 
-def whole_log_line(wl) -> str:
+def whole_log_line(wl: WholeLog) -> str:
     """One line for ``replay``: admissions through a gap and the tightest margin."""
     tight = wl.tightest()
     where = f" after round {tight.round}" if tight else ""

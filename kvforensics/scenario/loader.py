@@ -3,123 +3,20 @@
 from __future__ import annotations
 
 import tomllib
-from dataclasses import dataclass, field
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 from kvforensics.errors import InputError
-from kvforensics.model import (
-    Config,
-    Inflight,
-    NodeState,
-    PrefillNode,
-    Request,
-    Timing,
-    get_policy,
-    get_profile,
-)
+from kvforensics.model import Config, Timing
 from kvforensics.model.config import SIZE_FIELDS, size_problems
-from kvforensics.scenario.schema import validate_scenario
+from kvforensics.scenario.schema import OutsideTable, validate_scenario
+from kvforensics.scenario.spec import Scenario
+from kvforensics.scenario.trace import TraceWorkload
 
 #: rounds one policy's run may take; a scenario that needs more is refused before it
 #: runs (each round keeps its record and ledger rows: this bounds memory and time)
 MAX_ROUNDS = 100_000
-
-
-@dataclass
-class Scenario:
-    """Everything needed to build a fresh node for any policy (building is repeatable:
-    each call makes new request and pool objects)."""
-
-    name: str
-    description: str
-    cfg: Config
-    free: int
-    evictable: int
-    waiting: list[dict[str, Any]]
-    arrivals: list[dict[str, Any]] = field(default_factory=list)
-    inflight: list[dict[str, Any]] = field(default_factory=list)
-    chunked: dict[str, Any] | None = None
-    timing: Timing = field(default_factory=Timing)
-    first_round: int = 0
-    start_time: float = 0.0
-    profile: str = "fork"
-    trace: Any = None  # a scenario.trace.TraceWorkload when the work comes from a trace
-    #: round -> slots taken outside the adder just before it (``[[outside]]``)
-    outside: dict[int, int] = field(default_factory=dict)
-
-    def build_node(self, policy: str, *, record: bool = True) -> PrefillNode:
-        if self.trace is not None:
-            return self.trace.build_node(self, policy, record=record)
-        entries: dict[str, int] = {}
-        carved = 0
-        reqs = []
-        for spec in self.waiting:
-            req = _request(spec)
-            if spec.get("prefix_evictable", True) and req.device_prefix:
-                key = f"prefix:{req.rid}"
-                req.prefix_keys = (key,)
-                entries[key] = self.cfg.ceil_page(req.device_prefix)
-                carved += entries[key]
-            reqs.append(req)
-        if carved > self.evictable:
-            raise InputError(
-                f"scenario {self.name}: evictable device prefixes ({carved}) exceed the "
-                f"evictable pool ({self.evictable})"
-            )
-        # The rest of the evictable cache is anonymous and older: evicted first.
-        held = [(str(item["rid"]), int(item["tokens"])) for item in self.inflight]
-        inflight = [Inflight(str(item["rid"]), float(item["done_at"])) for item in self.inflight]
-        chunked = None
-        if self.chunked is not None:
-            chunked = _request(self.chunked)
-            chunked.done = int(self.chunked["done"])
-            chunked.admitted_round = self.first_round - 1
-            held.append((chunked.rid, self.cfg.ceil_page(chunked.done) - chunked.device_prefix))
-        total = self.free + self.evictable + sum(t for _, t in held)
-        if total > self.cfg.pool_size:
-            raise InputError(
-                f"scenario {self.name}: free + evictable + held ({total}) "
-                f"exceed pool_size {self.cfg.pool_size}"
-            )
-        state = NodeState(
-            free=self.free,
-            evictable=(("cache", self.evictable - carved), *entries.items()),
-            held=tuple(held),
-            waiting=tuple(reqs),
-            chunked=chunked,
-            inflight=tuple(inflight),
-            first_round=self.first_round,
-            start_time=self.start_time,
-        )
-        try:
-            return PrefillNode.from_state(
-                self.cfg,
-                get_policy(policy),
-                state,
-                arrivals=[_request(a) for a in self.arrivals],
-                timing=self.timing,
-                profile=get_profile(self.profile),
-                record=record,
-                outside=self.outside,
-            )
-        except ValueError as exc:
-            raise InputError(f"scenario {self.name}: {exc}") from None
-
-
-def _request(spec: dict[str, Any]) -> Request:
-    try:
-        return Request(
-            rid=str(spec["rid"]),
-            seq_len=int(spec["seq_len"]),
-            device_prefix=int(spec.get("prefix_len", 0)),
-            host_hit=int(spec.get("host_hit_len", 0)),
-            arrival=float(spec.get("arrival", 0.0)),
-        )
-    except KeyError as exc:
-        raise InputError(f"request {spec!r} lacks {exc.args[0]!r}") from None
-    except ValueError as exc:
-        raise InputError(str(exc)) from None
 
 
 def parse_scenario(
@@ -127,7 +24,7 @@ def parse_scenario(
 ) -> Scenario:
     """A scenario from its TOML tables; ``source`` (the file) names it in errors."""
     f = validate_scenario(data, source or name)
-    conf = f.config.model_dump()
+    conf = f.config.model_dump()  # type: ignore[attr-defined]  # a model made at run time
     problems = size_problems({k: conf[k] for k in SIZE_FIELDS})
     if problems:
         key, why = problems[0]
@@ -158,14 +55,12 @@ def parse_scenario(
         outside=_outside(f.outside),
     )
     if f.trace is not None:
-        from kvforensics.scenario.trace import TraceWorkload
-
         sc.trace = TraceWorkload.from_table(f.trace.model_dump(), base=base, cfg=cfg)
     check_work(sc, source or name)
     return sc
 
 
-def _outside(rows) -> dict[int, int]:
+def _outside(rows: Iterable[OutsideTable]) -> dict[int, int]:
     """``[[outside]]`` rows as round -> tokens (two rows for one round add up)."""
     out: dict[int, int] = {}
     for o in rows:
@@ -191,7 +86,7 @@ def check_work(sc: Scenario, name: str) -> None:
     request takes at least ``ceil(work / chunk)`` rounds (work = tokens it computes)."""
     chunk = min(sc.cfg.chunked_prefill_size, sc.cfg.max_prefill_tokens)
     if sc.trace is not None:
-        works = [row.input_length for row in sc.trace.rows]
+        works = sc.trace.works()
     else:
         specs = [*sc.waiting, *sc.arrivals, *([sc.chunked] if sc.chunked else [])]
         works = [r["seq_len"] - r["prefix_len"] - r["host_hit_len"] for r in specs]

@@ -7,7 +7,7 @@ only says what each value may be on its own."""
 from __future__ import annotations
 
 from dataclasses import MISSING, fields
-from typing import Annotated, get_type_hints
+from typing import Annotated, Any, get_type_hints
 
 from pydantic import (
     BaseModel,
@@ -52,7 +52,9 @@ def _config_table() -> type[_Strict]:
         for f in fields(Config)
         if f.name in (*SIZE_FIELDS, "cache_kind")
     }
-    return create_model("ConfigTable", __base__=_Strict, **spec)
+    # the fields are ``Config``'s, read at run time: no overload of create_model types them
+    table: type[_Strict] = create_model("ConfigTable", __base__=_Strict, **spec)  # type: ignore[call-overload]
+    return table
 
 
 ConfigTable = _config_table()
@@ -129,7 +131,7 @@ class ScenarioFile(_Strict):
     first_round: Annotated[int, Field(ge=0, le=MAX_TOKENS)] = 0
     start_time: Seconds = 0.0
     profile: str = "fork"
-    config: ConfigTable
+    config: ConfigTable  # type: ignore[valid-type]  # a model made at run time (above)
     pool: PoolTable = PoolTable()
     timing: TimingTable = TimingTable()
     waiting: Annotated[list[RequestTable], Field(max_length=MAX_REQUESTS)] = []
@@ -147,7 +149,7 @@ class ScenarioFile(_Strict):
         return v
 
 
-def validate_scenario(data: dict, name: str) -> ScenarioFile:
+def validate_scenario(data: dict[str, Any], name: str) -> ScenarioFile:
     """The scenario's tables, typed; one line naming the first bad field otherwise."""
     try:
         return ScenarioFile.model_validate(data)

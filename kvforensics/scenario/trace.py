@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -20,9 +20,7 @@ from kvforensics.model import (
 from kvforensics.model.prefix_cache import BlockPrefixCache, RadixPrefixCache
 from kvforensics.model.radix import RadixPagePool
 from kvforensics.scenario.schema import MAX_REQUESTS, MAX_SECONDS, MAX_SEQ_LEN
-
-if TYPE_CHECKING:
-    from kvforensics.scenario.loader import Scenario
+from kvforensics.scenario.spec import Scenario
 
 
 class _TraceLine(BaseModel):
@@ -45,7 +43,7 @@ def read_trace(
     path: Path, *, limit: int | None = None, time_scale: float = 0.001
 ) -> list[TraceRow]:
     """Rows of a Mooncake JSONL trace; ``time_scale`` turns its ms timestamps into seconds."""
-    rows = []
+    rows: list[TraceRow] = []
     n = 0
     try:
         with path.open(encoding="utf-8") as fh:
@@ -102,6 +100,10 @@ class TraceWorkload:
             str(table.get("rid_prefix", "mc-")),
         )
 
+    def works(self) -> list[int]:
+        """The tokens each request computes (its whole input: no prefix is known before)."""
+        return [row.input_length for row in self.rows]
+
     def build_node(
         self, sc: Scenario, policy: str, *, record: bool = True, record_ops: bool = False
     ) -> PrefillNode:
@@ -132,9 +134,9 @@ class TraceWorkload:
         whole leaves evicted); with a host tier, or a hybrid pool, block entries."""
         cfg = sc.cfg
         if cfg.cache_kind == "radix" and not self.host_capacity:
-            pool = RadixPagePool(page_size=cfg.page_size, size=cfg.pool_size, free=sc.free,
-                                 evictable=sc.evictable, record=record)  # fmt: skip
-            return pool, RadixPrefixCache(cfg, pool, block_size=self.block_size)
+            radix = RadixPagePool(page_size=cfg.page_size, size=cfg.pool_size, free=sc.free,
+                                  evictable=sc.evictable, record=record)  # fmt: skip
+            return radix, RadixPrefixCache(cfg, radix, block_size=self.block_size)
         pool = PagePool(
             page_size=cfg.page_size,
             size=cfg.pool_size,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import random
 from pathlib import Path
+from typing import Any
 
 from kvforensics.scenario.loader import parse_scenario
 from kvforensics.synth.capture import Capture, capture_run
@@ -34,7 +35,7 @@ TIMING = {
 }
 
 
-def agent_arrivals(seed: int, requests: int, page: int = 64) -> list[dict]:
+def agent_arrivals(seed: int, requests: int, page: int = 64) -> list[dict[str, Any]]:
     """Long documents (no cache) and agent turns (context on the host, a short new part)."""
     rng = random.Random(seed)
     out, t = [], 0.0

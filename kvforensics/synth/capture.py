@@ -4,7 +4,9 @@ reports."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 from kvforensics.model import Config, OutOfMemory, PrefillNode, RoundRecord
 
@@ -17,7 +19,7 @@ class RoundCapture:
     #: (rid, start, end) in batch order; for the out-of-memory round, what was planned
     pieces: list[tuple[str, int, int]]
     #: the adder's ledger rows (add_chunked_req / add_one_req) as dicts, in order
-    steps: list[dict]
+    steps: list[dict[str, Any]]
     skipped_waiting: bool
     queue_len: int  # waiting requests after admission
     inflight: int  # requests in KV transfer when the batch was formed
@@ -28,7 +30,7 @@ class RoundCapture:
     def new_tokens(self) -> int:
         return sum(e - s for _, s, e in self.pieces)
 
-    def admitted(self) -> list[dict]:
+    def admitted(self) -> list[dict[str, Any]]:
         return [s for s in self.steps if s["call"] == "add_one_req" and s["decision"] != "rejected"]
 
 
@@ -75,7 +77,16 @@ def capture_run(node: PrefillNode, *, max_rounds: int | None = None) -> Capture:
     return cap
 
 
-def _round(node, no, start, end, pieces, steps, skipped, finished_now) -> RoundCapture:
+def _round(
+    node: PrefillNode,
+    no: int,
+    start: float,
+    end: float,
+    pieces: Iterable[tuple[str, int, int]],
+    steps: list[dict[str, Any]],
+    skipped: bool,
+    finished_now: int,
+) -> RoundCapture:
     pool = node.pool
     return RoundCapture(
         round=no,

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from kvforensics.model import Config, Inflight, PagePool, PrefillNode, Request, Timing, get_policy
 from kvforensics.model.profiles import get_profile
@@ -50,6 +51,7 @@ class Incident:
         """``rid``'s pieces as they ran under ``prefix``, the out-of-memory piece last."""
         cap = self.run()
         got = [(s, e) for rc in cap.rounds for r, s, e in rc.pieces if r == rid]
+        assert cap.oom_round is not None  # ``run`` checks the run ran out of memory
         got += [(s, e) for r, s, e in cap.oom_round.pieces if r == rid]
         return got
 
@@ -70,7 +72,7 @@ class Incident:
 
 def _held_pool(
     cfg: Config, free: int, senders: int, done_at: float, unevictable: int = 0
-) -> tuple[PagePool, list]:
+) -> tuple[PagePool, list[Any]]:
     """A pool with ``free`` slots (and ``unevictable`` cache); the rest held by ``senders``
     requests in KV transfer, which finish one a second from ``done_at``."""
     pool = PagePool(page_size=cfg.page_size, size=cfg.pool_size, free=free,

@@ -3,8 +3,10 @@ docs/log-formats.md describes."""
 
 from __future__ import annotations
 
+from typing import Any
 
-def adder_check(s: dict, rid: str) -> str:
+
+def adder_check(s: dict[str, Any], rid: str) -> str:
     return (
         f"PrefillAdder.add_one_req: rid={rid}, seq_len={s['seq_len']}, "
         f"prefix_len={s['device_prefix']}, host_hit_len={s['host_hit']}, "
@@ -13,7 +15,7 @@ def adder_check(s: dict, rid: str) -> str:
     )
 
 
-def adder_result(s: dict, rid: str) -> str:
+def adder_result(s: dict[str, Any], rid: str) -> str:
     extend = "" if s["decision"] == "rejected" else f", extend=[{s['start']}, {s['end']})"
     return (
         f"PrefillAdder.add_one_req result: rid={rid}, decision={s['decision']}{extend}, "

@@ -9,7 +9,7 @@ import pytest
 
 from kvforensics.errors import InputError
 from kvforensics.logs import load_catalogue, read_events
-from kvforensics.logs.catalogue import BASE_COLUMNS
+from kvforensics.logs.forms import BASE_COLUMNS
 from kvforensics.logs.samples import format_sample_problems, prefix_sample_problems
 
 CAT = load_catalogue()

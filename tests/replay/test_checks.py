@@ -9,8 +9,8 @@ from kvforensics.errors import KvfError
 from kvforensics.model.profiles import FORK
 from kvforensics.replay import checks
 from kvforensics.replay.checks import Remote, default_jobs, pack_round, unpack_round
+from kvforensics.replay.whole_log import is_replayable, rerun
 from kvforensics.rounds import from_logs
-from kvforensics.scan.whole_log import is_replayable, rerun
 from tests.replay.test_replay_cli import cli
 from tests.replay.test_stream import INC, INPUTS, _json
 

@@ -9,10 +9,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from kvforensics.replay.transfers import median_and_quartiles
+from kvforensics.replay.whole_log import Margin, Margins, lowest_per_stretch
 from kvforensics.rounds import Round, compact
 from kvforensics.rounds.compact import Spool
-from kvforensics.scan.records import Margin
-from kvforensics.scan.whole_log import Margins, lowest_per_stretch
 
 ROWS = st.tuples(st.integers(-(2**63), 2**63 - 1), st.floats(allow_nan=False), st.booleans())
 

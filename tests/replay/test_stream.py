@@ -42,7 +42,7 @@ import pytest  # noqa: E402
 
 from kvforensics.replay import replay_logs  # noqa: E402
 from kvforensics.replay.stock import StockAnalysis  # noqa: E402
-from kvforensics.scan import whole_log  # noqa: E402
+from kvforensics.replay.whole_log import whole_log  # noqa: E402
 
 LOGS = FIXTURES / "logs"
 INPUTS = {

@@ -7,8 +7,8 @@ from pathlib import Path
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+from kvforensics.replay.whole_log import lowest_per_stretch
 from kvforensics.scan import Margin, NodeSpec, ScanOptions, scan_node
-from kvforensics.scan.whole_log import lowest_per_stretch
 from kvforensics.synth.agent import agent_capture, write_agent_node
 from tests.scan.test_fleet import found, truth_gaps
 

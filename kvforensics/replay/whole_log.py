@@ -8,17 +8,18 @@ adder's arithmetic stays in ``kvforensics.model``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
+from typing import Any, Protocol
 
 from kvforensics.causes.gaps import through_gaps, unreserved
-from kvforensics.model import POLICIES, OutOfMemory, Timing
+from kvforensics.model import POLICIES, OutOfMemory, RunResult, Timing
 from kvforensics.model.ledger import Step
 from kvforensics.model.profiles import FORK, Profile
-from kvforensics.replay.state import node_at
+from kvforensics.replay.profile_choice import ProfileChoice
+from kvforensics.replay.state import Sizes, node_at
 from kvforensics.replay.verdict import first_token_delays
 from kvforensics.rounds import Rebuild, Round
 from kvforensics.rounds.compact import Spool, pack_time, unpack_time
-from kvforensics.scan.records import GapAdmission, Margin, Refusal, WholeLog
 
 #: the fixes whose refusals are counted, when the model has them
 FIXES = ("fixed", "park")
@@ -28,6 +29,96 @@ ADMITTED = ("full", "truncated")
 FORWARD_ROUNDS = 1_000
 #: margins kept per node: the lowest of each stretch of rounds (the result stays small)
 MARGIN_POINTS = 256
+
+
+@dataclass(frozen=True, slots=True)
+class GapAdmission:
+    """A request admitted after a truncation, in the chunk budget the truncation left,
+    while the truncated request's tail was promised to nobody."""
+
+    round: int
+    time: str | None
+    victim_rid: str
+    unreserved_tail: int
+    intruder_rid: str
+    intruder_compute: int
+    intruder_load_back: int
+    #: the memory check it passed (rem_total_tokens at that step)
+    rem_total_tokens: int | None
+    #: the chunk budget left by the truncation
+    leftover_chunk_budget: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class Margin:
+    """What a round left (available + evictable after its allocation) minus the tails that
+    no one reserved. Negative: the promised tails no longer fit unless memory is freed."""
+
+    round: int
+    time: str | None
+    left: int
+    unreserved_tails: int
+    margin: int
+    #: the round itself could not allocate (its margin is available minus requested)
+    oom: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """A request the prefix run admitted that a fix refuses in the same round."""
+
+    round: int
+    rid: str
+    #: how much later its prefill finishes under the fix (None: not within the run)
+    delay_s: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class WholeLog:
+    """The whole-log findings of one node."""
+
+    gap_admissions: tuple[GapAdmission, ...]
+    #: the lowest margin of each stretch of rounds, in round order (the tightest among them)
+    margins: tuple[Margin, ...]
+    refused: dict[str, tuple[Refusal, ...]]
+    rounds_rerun: int
+    notes: tuple[str, ...] = ()
+
+    def tightest(self) -> Margin | None:
+        """The least margin; the earliest round among equals."""
+        return min(self.margins, key=lambda m: (m.margin, m.round), default=None)
+
+    def as_dict(self) -> dict[str, Any]:
+        tight = self.tightest()
+        return {
+            "gap_admissions": [asdict(g) for g in self.gap_admissions],
+            "tightest_margin": asdict(tight) if tight else None,
+            "refused": {
+                p: {"requests": len(rs), "delays": [asdict(r) for r in rs]}
+                for p, rs in self.refused.items()
+            },
+            "rounds_rerun": self.rounds_rerun,
+            "notes": list(self.notes),
+        }
+
+
+class Replayed(Protocol):
+    """What the findings read of a replay (``replay.ReplayResult``)."""
+
+    @property
+    def rebuild(self) -> Rebuild: ...
+
+    @property
+    def results(self) -> dict[str, RunResult]: ...
+
+    @property
+    def start_round(self) -> int | None: ...
+
+    @property
+    def profile(self) -> ProfileChoice | None: ...
+
+    @property
+    def whole_log(self) -> WholeLog | None: ...
 
 
 @dataclass(slots=True)
@@ -48,9 +139,10 @@ class Rerun:
         return [r.rid for r in self.adder() if r.decision in ADMITTED]
 
 
-def rerun(known, rnd: Round, policy: str, profile: Profile = FORK) -> Rerun:
+def rerun(known: Sizes, rnd: Round, policy: str, profile: Profile = FORK) -> Rerun:
     """``known``: the configuration and prompt lengths (a ``Rebuild`` or a stream's)."""
     node = node_at(known, rnd, policy, profile=profile, ops=False)
+    assert node.ledger is not None  # a node records its ledger unless told not to
     return Rerun(node.ledger.rows, node.batch().oom)
 
 
@@ -117,7 +209,7 @@ class Margins:
         self.rows.push(rnd.index, pack_time(rnd.time), left, tails, oom)
 
     @staticmethod
-    def _margin(row: tuple) -> Margin:
+    def _margin(row: tuple[Any, ...]) -> Margin:
         index, t, left, tails, oom = row
         at = unpack_time(t)
         when = at.isoformat(sep=" ") if at is not None else None
@@ -128,7 +220,9 @@ class Margins:
         first of the lowest), so the tightest one is always kept."""
         n = len(self.rows)
         size = 1 if n <= points else -(-n // points)
-        picks, best, low = [], None, None
+        picks: list[tuple[Any, ...]] = []
+        best: tuple[Any, ...] | None = None
+        low: tuple[int, int] = (0, 0)  # set by the first row
         for i, row in enumerate(self.rows.rows()):
             key = (row[2] - row[3], row[0])
             if i % size == 0:
@@ -162,7 +256,7 @@ class WholeLogPass:
     Keeps the gap admissions, the margins (compact) and the rounds a fix refuses a
     request in (their delays need a forward run from them at the end)."""
 
-    def __init__(self, known, profile: Profile = FORK) -> None:
+    def __init__(self, known: Sizes, profile: Profile = FORK) -> None:
         self.known, self.profile = known, profile
         self.fixes = fix_policies()
         self.gaps: list[GapAdmission] = []
@@ -197,13 +291,13 @@ class WholeLogPass:
     def findings(self) -> Findings:
         return Findings(tuple(self.gaps), self.margins.lowest_per_stretch(), self.rerun)
 
-    def finish(self, rr, per_round: float) -> WholeLog:
+    def finish(self, rr: Replayed, per_round: float) -> WholeLog:
         """``rr``: the ``replay.ReplayResult``; its start-round runs give the delays there."""
         return complete(rr, self.findings(), self.refused, per_round)
 
 
 def complete(
-    rr, found: Findings, refused: dict[str, list[tuple[Round, str]]], per_round: float
+    rr: Replayed, found: Findings, refused: dict[str, list[tuple[Round, str]]], per_round: float
 ) -> WholeLog:
     """The findings with each refused request's first-token delay (``rr``: the replay;
     ``refused``: per fix, the rounds and requests it refused)."""
@@ -212,7 +306,7 @@ def complete(
     return WholeLog(found.gaps, found.margins, delays, found.rerun, tuple(dict.fromkeys(notes)))
 
 
-def whole_log(rr) -> WholeLog:
+def whole_log(rr: Replayed) -> WholeLog:
     """The findings over every round ``rr`` (a ``replay.ReplayResult``) holds."""
     if rr.whole_log is not None:  # gathered in the replay's own pass
         return rr.whole_log
@@ -223,14 +317,14 @@ def whole_log(rr) -> WholeLog:
 
 
 def _delays(
-    rr, policy: str, refused: list[tuple[Round, str]], notes: list[str], per_round: float
+    rr: Replayed, policy: str, refused: list[tuple[Round, str]], notes: list[str], per_round: float
 ) -> tuple[Refusal, ...]:
     """First-token delay of each refused request: at the replay's start round from its own
     runs (with its transfer model); elsewhere from both policies run forward from the
     round's rebuilt state."""
     if not refused:
         return ()
-    out = []
+    out: list[Refusal] = []
     by_round: dict[int, tuple[Round, list[str]]] = {}
     for rnd, rid in refused:
         by_round.setdefault(rnd.index, (rnd, []))[1].append(rid)
@@ -241,7 +335,9 @@ def _delays(
     return tuple(out)
 
 
-def _runs(rr, rnd: Round, policy: str, notes: list[str], per_round: float):
+def _runs(
+    rr: Replayed, rnd: Round, policy: str, notes: list[str], per_round: float
+) -> tuple[RunResult, RunResult]:
     if rnd.index == rr.start_round and "prefix" in rr.results and policy in rr.results:
         return rr.results["prefix"], rr.results[policy]
     notes.append(
@@ -251,10 +347,11 @@ def _runs(rr, rnd: Round, policy: str, notes: list[str], per_round: float):
         "the memory held outside the round's queue held throughout (assumed)"
     )
     timing = Timing(round_overhead_s=per_round)
-    return tuple(
+    base, other = (
         node_at(rr.rebuild, rnd, p, timing=timing).run(max_rounds=FORWARD_ROUNDS)
         for p in ("prefix", policy)
     )
+    return base, other
 
 
 def lowest_per_stretch(margins: list[Margin], points: int = MARGIN_POINTS) -> tuple[Margin, ...]:
