@@ -7,9 +7,9 @@ from pathlib import Path
 from kvforensics.causes.oom import oom_words
 from kvforensics.causes.tail import FIX
 from kvforensics.outputs import atomic_write_text
+from kvforensics.replay.whole_log import GapAdmission, Refusal
 from kvforensics.scan.fleet import Fleet
 from kvforensics.scan.plots import plot_gaps, plot_margins, plot_refused
-from kvforensics.replay.whole_log import GapAdmission, Refusal
 from kvforensics.scan.records import NodeOom, NodeScan
 
 #: gap admissions listed per node in the markdown (all of them are in the Parquet/JSON)
