@@ -26,6 +26,8 @@ TIERS: list[set[str]] = [
     {"kvforensics", "clip", "collector", "progress"},
     {"errors"},
     {"outputs"},
+    # the figures' canvas, palette and token axis, shared by report and scan
+    {"plotting"},
     {"model"},
     # logs check sizes against the model's limits; scenarios build model requests;
     # ledger_io reads and writes the model's ledgers
@@ -109,12 +111,25 @@ def _targets(module: str, node: ast.stmt) -> list[str]:
     return out
 
 
+def _type_only(tree: ast.Module) -> set[int]:
+    """The ids of import statements under ``if TYPE_CHECKING:``: they name a type for the
+    checker and load nothing (a lower stage may annotate with the record of a higher one
+    that it is handed, without importing that stage)."""
+    out: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and ast.unparse(node.test).endswith("TYPE_CHECKING"):
+            out.update(id(n) for b in node.body for n in ast.walk(b))
+    return out
+
+
 def _edges() -> dict[str, dict[str, int]]:
-    """module -> {imported module: line of the first import}."""
+    """module -> {imported module: line of the first import} (module- and function-level
+    imports; not those only the type checker reads)."""
     edges: dict[str, dict[str, int]] = {name: {} for name in MODULES}
     for module, tree in TREES.items():
+        skip = _type_only(tree)
         for node in ast.walk(tree):
-            if isinstance(node, ast.Import | ast.ImportFrom):
+            if isinstance(node, ast.Import | ast.ImportFrom) and id(node) not in skip:
                 for target in _targets(module, node):
                     if target != module:
                         edges[module].setdefault(target, node.lineno)
