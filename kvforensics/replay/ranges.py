@@ -29,6 +29,7 @@ from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
+from operator import attrgetter
 from pathlib import Path
 from typing import Any
 
@@ -54,8 +55,9 @@ from kvforensics.model.profiles import Profile
 from kvforensics.replay.checks import Checks, Known
 from kvforensics.rounds.crosscheck import merge_spans
 from kvforensics.rounds.drop import Drop
+from kvforensics.rounds.provenance import Prov
 from kvforensics.rounds.rebuild import Rebuilder
-from kvforensics.rounds.records import Contradiction, LoggedOom, Round
+from kvforensics.rounds.records import Contradiction, Decision, LoggedOom, Piece, Round
 from kvforensics.rounds.rows import rows_of
 from kvforensics.rounds.segment import KINDS
 from kvforensics.rounds.stream import LogStream, finished
@@ -120,7 +122,8 @@ class PartResult:
     """What a worker sends back; round numbers are its own (the join moves them)."""
 
     index: int
-    rounds: list[Round] = field(default_factory=list)
+    #: the rounds owned, packed (``pack``)
+    rounds: list[tuple[Any, ...]] = field(default_factory=list)
     #: per owned round, the prompt lengths set since the round before (in order)
     sets: list[list[tuple[str, int]]] = field(default_factory=list)
     head: Boundary | None = None
@@ -147,6 +150,38 @@ class PartResult:
     rerun: int = 0
     refused: dict[str, list[tuple[int, str]]] = field(default_factory=dict)
     nul: int = 0
+
+
+_DECISION = attrgetter(*Decision.__dataclass_fields__)
+_PIECE = attrgetter(*Piece.__dataclass_fields__)
+
+
+def _pack_prov(p: Prov | None) -> tuple[Any, ...] | None:
+    return None if p is None else (p.value, p.provenance, p.evidence, p.interval)
+
+
+def _unpack_prov(t: tuple[Any, ...] | None) -> Prov | None:
+    return None if t is None else Prov(*t)
+
+
+def pack(rnd: Round) -> tuple[Any, ...]:
+    """A round as plain values: pickled and rebuilt in a fifth of the time of the objects."""
+    return (
+        rnd.index, rnd.time, [_DECISION(d) for d in rnd.decisions],
+        [_PIECE(p) for p in rnd.pieces], rnd.as_writes, _pack_prov(rnd.baseline),
+        _pack_prov(rnd.baseline_end), rnd.forwarded, rnd.oom, rnd.batch, rnd.replays,
+    )  # fmt: skip
+
+
+def unpack(t: tuple[Any, ...], shift: int = 0) -> Round:
+    """``pack``'s round again, its number moved by ``shift``."""
+    index, time, decisions, pieces, writes, base, base_end, fwd, oom, batch, replays = t
+    if oom is not None and oom.round is not None and shift:
+        oom = dataclasses.replace(oom, round=oom.round + shift)
+    return Round(
+        index + shift, time, [Decision(*d) for d in decisions], [Piece(*p) for p in pieces],
+        writes, _unpack_prov(base), _unpack_prov(base_end), fwd, oom, batch, replays,
+    )  # fmt: skip
 
 
 class _Recorder(dict[str, int]):
@@ -375,7 +410,7 @@ class _Worker:
                 break
             if rnd.oom is not None and p.post is not None:
                 raise NotRanged("an out-of-memory line before the last range")
-            out.rounds.append(rnd)
+            out.rounds.append(pack(rnd))
             out.sets.append(sets)
             self.checks.add(rnd)
             recent.append(rnd)
@@ -532,29 +567,34 @@ class Joined:
     results: list[PartResult]
     deltas: list[int]
 
+    #: round index -> the round, for the rounds a fix refused in (``JoinedChecks``)
+    refused_rounds: dict[int, Round] = field(default_factory=dict)
+
     def rounds(self) -> Iterator[tuple[Round, list[tuple[str, int]]]]:
-        for r in self.results:
-            yield from zip(r.rounds, r.sets, strict=True)
+        want = {i + d for r, d in zip(self.results, self.deltas, strict=True)
+                for got in r.refused.values() for i, _ in got}  # fmt: skip
+        for r, d in zip(self.results, self.deltas, strict=True):
+            for packed, sets in zip(r.rounds, r.sets, strict=True):
+                rnd = unpack(packed, d)
+                if rnd.index in want:
+                    self.refused_rounds[rnd.index] = rnd
+                yield rnd, sets
             r.rounds, r.sets = [], []  # what the pass keeps of them, it keeps
 
     def checks(self, known: Known, profile: Profile, whole: bool) -> JoinedChecks:
-        return JoinedChecks(known, profile, whole, self.results, self.deltas)
+        return JoinedChecks(known, profile, whole, self)
 
 
 class JoinedChecks(Checks):
     """The workers' re-runs, as one pass's ``Checks`` holds them once every round went by;
-    a round another rank's lines add after the stream is re-run here."""
+    a round another rank's lines add after the stream is re-run here. The refusals'
+    rounds are the pass's own objects, attached once it has seen them (``attach``)."""
 
-    def __init__(
-        self, known: Known, profile: Profile, whole: bool, results: list[PartResult],
-        deltas: list[int],
-    ) -> None:  # fmt: skip
+    def __init__(self, known: Known, profile: Profile, whole: bool, joined: Joined) -> None:
         super().__init__(known, profile, whole)
+        self.joined = joined
         fid, wl = self.fidelity, self.wholelog
-        want = {(i + d) for r, d in zip(results, deltas, strict=True)
-                for got in r.refused.values() for i, _ in got}  # fmt: skip
-        rounds = {x.index: x for r in results for x in r.rounds if x.index in want}
-        for r, d in zip(results, deltas, strict=True):
+        for r, d in zip(joined.results, joined.deltas, strict=True):
             fid.checked += r.checked
             fid.mismatches += [dataclasses.replace(m, round=m.round + d) for m in r.mismatches]
             if wl is None:
@@ -563,9 +603,17 @@ class JoinedChecks(Checks):
             wl.rerun += r.rerun
             for index, *rest in r.margins:
                 wl.margins.rows.push(index + d, *rest)
-            for policy, got in r.refused.items():
-                wl.refused[policy] += [(rounds[i + d], rid) for i, rid in got]
+            for got in r.refused.values():
                 wl.refused_rounds.update(i + d for i, _ in got)
+
+    def attach(self) -> None:
+        """The refusals, with their rounds (once the pass has gone through them)."""
+        wl, j = self.wholelog, self.joined
+        if wl is None:
+            return
+        for r, d in zip(j.results, j.deltas, strict=True):
+            for policy, got in r.refused.items():
+                wl.refused[policy] += [(j.refused_rounds[i + d], rid) for i, rid in got]
 
     def add(self, rnd: Round, lens: dict[str, int] | None = None, late: bool = False) -> None:
         if late:  # the stream's rounds were re-run by the workers
@@ -631,10 +679,6 @@ def _shift(r: PartResult, d: int) -> None:
     """Move a worker's round numbers to the log's."""
     if not d:
         return
-    for rnd in r.rounds:
-        rnd.index += d
-        if rnd.oom is not None and rnd.oom.round is not None:
-            rnd.oom = dataclasses.replace(rnd.oom, round=rnd.oom.round + d)
     r.contradictions = [_moved(c, d) for c in r.contradictions]
     r.late = [_moved(c, d) for c in r.late]
     r.drops = [dataclasses.replace(x, after_round=x.after_round + d,
@@ -708,13 +752,18 @@ def _summary(path: Path, results: list[PartResult]) -> ParseSummary:
 # -- where the workers run ------------------------------------------------------------
 
 
+def check_engine(engine: str) -> None:
+    """``--engine``: one of ``ENGINES`` (exit 2 naming them otherwise)."""
+    if engine not in ENGINES:
+        raise InputError(f"--engine {engine}: choose from {', '.join(ENGINES)}")
+
+
 def _map(todo: list[Part], engine: str, jobs: int) -> list[PartResult]:
     """Every part on a local pool (spawned: polars' threads do not survive a fork) or as
     Ray tasks; a worker that failed makes the whole one pass instead."""
+    check_engine(engine)
     if engine == "ray":
         return _ray(todo)
-    if engine != "local":
-        raise InputError(f"--engine {engine}: choose from {', '.join(ENGINES)}")
     ctx = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(max_workers=min(jobs, len(todo)), mp_context=ctx) as pool:
         futures = [pool.submit(run_part, p) for p in todo]

@@ -290,7 +290,7 @@ def _ranged(
     assert ls.rebuilder is not None and ls.cfg is not None
     lens = ls.rebuilder.seq_lens
     ps = RoundPass(ls.cfg, lens, window, whole_log, profile)
-    ps.checks = joined.checks(ps.known, profile, whole_log)
+    checks = ps.checks = joined.checks(ps.known, profile, whole_log)
     st = current()
     checked = st.stage("checking rounds", unit="rounds")
     for rnd, sets in st.counted(joined.rounds(), "rebuilding rounds", "rounds"):
@@ -299,6 +299,7 @@ def _ranged(
         ps.add(rnd)
         checked.advance()
     checked.done()
+    checks.attach()
     return _ended(ls, ps, narrow)
 
 
