@@ -21,7 +21,9 @@ raises ``NotRanged`` and the caller makes the one pass instead: never a differen
 from __future__ import annotations
 
 import dataclasses
+import functools
 import itertools
+import logging
 import multiprocessing
 import os
 import re
@@ -31,7 +33,7 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from operator import attrgetter
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import polars as pl
 
@@ -103,6 +105,8 @@ class Part:
     formats: list[Path] | None
     profile: Profile
     whole: bool
+    #: re-run the rounds owned (a replay); False: rebuild only (``rounds -o``)
+    rerun: bool = True
 
 
 @dataclass
@@ -224,11 +228,11 @@ def plan(path: Path, n: int) -> list[Window]:
     return [Window(a, b, lines[a]) for a, b in itertools.pairwise(cuts)]
 
 
-def _round_start(fh: Any, at: int, span: int = 4 << 20) -> int | None:
+def _round_start(fh: BinaryIO, at: int, span: int = 4 << 20) -> int | None:
     """The first line at or after byte ``at`` that is an adder check line following a line
     that is not an adder line (the first check of a round)."""
     fh.seek(max(0, at - 1))
-    buf = fh.read(span)
+    buf: bytes = fh.read(span)
     i = buf.find(b"\n")
     while i >= 0:
         j = buf.find(b"\n", i + 1)
@@ -358,7 +362,8 @@ class _Worker:
         rb.seq_lens = self.lens
         self._late = rb._late  # rebound only when the rebuild finishes
         assert self.ls.cfg is not None
-        self.checks = Checks(Known(self.ls.cfg, self.lens), part.profile, part.whole)
+        known = Known(self.ls.cfg, self.lens)
+        self.checks = Checks(known, part.profile, part.whole) if part.rerun else None
 
     @property
     def rebuilder(self) -> Rebuilder:
@@ -385,7 +390,7 @@ class _Worker:
             else:
                 raise NotRanged("no adder line")
         finally:
-            frames.close()
+            getattr(frames, "close", lambda: None)()  # the reader's threads stop
         self.ls.summary = head
         self.ls._start(held)
         self.ls.summary = self.out.summary
@@ -412,7 +417,8 @@ class _Worker:
                 raise NotRanged("an out-of-memory line before the last range")
             out.rounds.append(pack(rnd))
             out.sets.append(sets)
-            self.checks.add(rnd)
+            if self.checks is not None:
+                self.checks.add(rnd)
             recent.append(rnd)
             self._forget(rnd)
         if (p.index > 0 and out.head is None) or (p.post is not None and out.tail is None):
@@ -460,7 +466,6 @@ class _Worker:
         if own:
             self.out.nul += reader.nul
 
-
     def _collect(self) -> None:
         """What the join needs besides the rounds: the rebuild's findings of the rounds
         owned here, the re-runs' results, the stream's side events."""
@@ -474,7 +479,11 @@ class _Worker:
             return i >= lo and (hi is None or i < hi)
 
         late = list(self._late)
-        regular = rb.contradictions[: len(rb.contradictions) - len(late)] if hi is None else rb.contradictions
+        regular = (
+            rb.contradictions[: len(rb.contradictions) - len(late)]
+            if hi is None
+            else rb.contradictions
+        )
         out.contradictions = [c for c in regular if mine(c.round)]
         out.late = [c for c in late if mine(c.round)]
         out.drops = [d for d in rb.drops if mine(d.before_round)]
@@ -485,6 +494,8 @@ class _Worker:
         out.chunked, out.base_end = rb.chunked, rb.base_end
         out.side, out.spans, out.has_ms = ls._side, ls.spans, ls.has_ms
         out.config, out.rank = {"cfg": ls.cfg, "config": ls.config}, ls.rank
+        if self.checks is None:
+            return
         fid = self.checks.fidelity
         out.checked, out.mismatches = fid.checked, fid.mismatches
         wl = self.checks.wholelog
@@ -547,7 +558,9 @@ class _WindowReader:
     def _events(self, chunk: bytes, cut_last: bool) -> pl.DataFrame:
         self.nul += chunk.count(b"\x00")
         lines = split_lines(chunk)
-        got = extract_chunk(lines, self.line, self.w.part.path, self.w.cat, cut_last, self.w.wrapper)
+        got = extract_chunk(
+            lines, self.line, self.w.part.path, self.w.cat, cut_last, self.w.wrapper
+        )
         self.line += len(lines)
         self.fs.lines += len(lines)
         return _collect(got, self.summary, self.fs)
@@ -779,6 +792,11 @@ def _result(get: Callable[[], PartResult]) -> PartResult:
         raise NotRanged(f"{type(exc).__name__}: {exc}") from exc
 
 
+def _ray_get(ray: Any, ref: Any) -> PartResult:
+    got: PartResult = ray.get(ref)
+    return got
+
+
 def _ray(todo: list[Part]) -> list[PartResult]:
     """Each part a Ray task (a running cluster when ``RAY_ADDRESS`` is set, else a local
     one started and stopped here)."""
@@ -790,14 +808,13 @@ def _ray(todo: list[Part]) -> list[PartResult]:
     if started:
         try:
             ray.init(address=os.environ.get("RAY_ADDRESS"), include_dashboard=False,
-                     logging_level="ERROR")  # fmt: skip
+                     logging_level=logging.ERROR)  # fmt: skip
         except (ConnectionError, RuntimeError, ValueError) as exc:
             raise InputError(f"cannot start or join Ray: {str(exc).splitlines()[0]}") from None
     try:
         task = ray.remote(run_part)
         refs = [task.remote(p) for p in todo]
-        return [_result(lambda ref=ref: ray.get(ref)) for ref in refs]
+        return [_result(functools.partial(_ray_get, ray, ref)) for ref in refs]
     finally:
         if started:
             ray.shutdown()
-

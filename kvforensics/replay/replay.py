@@ -7,6 +7,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 
@@ -277,7 +278,7 @@ def _streamed(
 
 
 def _ranged(
-    path: Path, args: dict, narrow: Narrow, window: int, whole_log: bool, profile: Profile,
+    path: Path, args: dict[str, Any], narrow: Narrow, window: int, whole_log: bool, profile: Profile,
     jobs: int, engine: str,
 ) -> tuple[ReplayResult, RoundPass]:  # fmt: skip
     """One plain log over byte ranges (``ranges``): the workers read, rebuild and re-run
