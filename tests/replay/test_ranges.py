@@ -151,3 +151,30 @@ def test_the_command_prints_the_same_bytes(large_log: Path) -> None:
         two = _cli("replay", large_log, "--jobs", 3, "--format", fmt)
         assert one.returncode == two.returncode
         assert one.stdout == two.stdout
+
+
+def test_rounds_o_writes_the_same_file(large_log: Path, tmp_path: Path) -> None:
+    """``rounds -o`` over byte ranges: the same file and the same words."""
+    got = {}
+    for jobs in (1, 3):
+        out = tmp_path / str(jobs) / "rounds.ndjson"
+        out.parent.mkdir()
+        r = _cli("rounds", large_log, "-o", out, "--jobs", jobs)
+        assert r.returncode == 0, r.stderr
+        got[jobs] = (out.read_bytes(), r.stdout.replace(str(out).encode(), b"OUT"))
+    assert got[3] == got[1]
+
+
+def test_scan_of_one_large_node_uses_the_ranges(
+    large_log: Path, small_ranges: Spy, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from kvforensics.replay import checks
+    from kvforensics.scan.records import NodeSpec
+    from kvforensics.scan.task import ScanOptions, scan_node
+
+    monkeypatch.setattr(checks, "REMOTE_BYTES", 1 << 20)
+    spec = NodeSpec("node", (str(large_log),))
+    one = scan_node(spec, ScanOptions(), jobs=1)
+    assert small_ranges.joins == []
+    assert scan_node(spec, ScanOptions(), jobs=3) == one
+    assert len(small_ranges.joins) == 1 and small_ranges.joins[0] is not None
