@@ -46,7 +46,6 @@ from kvforensics.logs.reader import (
     MAX_CARRY,
     _collect,
     _Cutter,
-    iter_events,
     sniff,
     split_lines,
 )
@@ -377,20 +376,19 @@ class _Worker:
 
     def _head(self) -> None:
         """The configuration and the deciding rank, from the same frames one pass takes
-        them from (the log's head up to the frame with the first adder line)."""
+        them from (the log's head up to the frame with the first adder line, in the same
+        chunks), read one chunk at a time."""
         head = ParseSummary()
+        whole = Window(0, self.path.stat().st_size, 1)
+        fs = FileSummary(self.part.path, False, whole.end)
         held: list[pl.DataFrame] = []
-        frames = iter_events([self.path], head, extra_formats=self.part.formats,
-                             catalogue=self.cat)  # fmt: skip
-        try:
-            for frame in frames:
-                held.append(frame)
-                if frame.height and (frame["kind"] == "adder_check").any():
-                    break
-            else:
-                raise NotRanged("no adder line")
-        finally:
-            getattr(frames, "close", lambda: None)()  # the reader's threads stop
+        for frame in _WindowReader(self, whole, head, fs, eof=True).frames():
+            held.append(frame)
+            if frame.height and (frame["kind"] == "adder_check").any():
+                break
+        else:
+            raise NotRanged("no adder line")
+        head.files.append(fs)
         self.ls.summary = head
         self.ls._start(held)
         self.ls.summary = self.out.summary
