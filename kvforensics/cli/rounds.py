@@ -202,7 +202,7 @@ def _ranged(logs: list[Path], opts: LogOptions, narrow: Narrow, jobs: int, engin
     if not rangeable(logs, jobs) or narrow:
         return None
     got = {"overrides": opts.overrides(), "rank": opts.rank, "formats": opts.formats,
-           "profile": FORK, "whole": False, "rerun": False}  # fmt: skip
+           "profile": FORK, "whole": False, "rerun": False, "window": None}  # fmt: skip
     try:
         return run_ranges(Path(logs[0]), jobs, got, engine=engine)
     except NotRanged:

@@ -54,6 +54,8 @@ from kvforensics.logs.summary import FileSummary, ParseSummary
 from kvforensics.logs.wrapper import Wrapper, learn
 from kvforensics.model.profiles import Profile
 from kvforensics.replay.checks import Checks, Known
+from kvforensics.replay.passes import WINDOW
+from kvforensics.rounds.continuity import Continuity
 from kvforensics.rounds.crosscheck import merge_spans
 from kvforensics.rounds.drop import Drop
 from kvforensics.rounds.provenance import Prov
@@ -106,6 +108,8 @@ class Part:
     whole: bool
     #: re-run the rounds owned (a replay); False: rebuild only (``rounds -o``)
     rerun: bool = True
+    #: the rounds the join keeps at the end of the log (``passes.WINDOW``); None: all
+    window: int | None = WINDOW
 
 
 @dataclass
@@ -153,6 +157,8 @@ class PartResult:
     rerun: int = 0
     refused: dict[str, list[tuple[int, str]]] = field(default_factory=dict)
     nul: int = 0
+    #: positions in ``rounds`` packed without their evidence (``_light``)
+    light: list[int] = field(default_factory=list)
 
 
 _DECISION = attrgetter(*Decision.__dataclass_fields__)
@@ -174,6 +180,17 @@ def pack(rnd: Round) -> tuple[Any, ...]:
         [_PIECE(p) for p in rnd.pieces], rnd.as_writes, _pack_prov(rnd.baseline),
         _pack_prov(rnd.baseline_end), rnd.forwarded, rnd.oom, rnd.batch, rnd.replays,
     )  # fmt: skip
+
+
+def _light(t: tuple[Any, ...]) -> tuple[Any, ...]:
+    """A packed round without its evidence (file:line and rule texts): what the join's
+    counting reads of a round it will not keep."""
+    index, time, decisions, pieces, _, base, base_end, fwd, oom, batch, replays = t
+    decisions = [(*d[:8], "", *d[9:]) for d in decisions]
+    pieces = [(*p[:5], [], *p[6:]) for p in pieces]
+    base = None if base is None else (base[0], base[1], [], base[3])
+    base_end = None if base_end is None else (base_end[0], base_end[1], [], base_end[3])
+    return index, time, decisions, pieces, [], base, base_end, fwd, oom, batch, replays
 
 
 def unpack(t: tuple[Any, ...], shift: int = 0) -> Round:
@@ -361,6 +378,10 @@ class _Worker:
         rb.seq_lens = self.lens
         self._late = rb._late  # rebound only when the rebuild finishes
         assert self.ls.cfg is not None
+        self._cont = Continuity(self.ls.cfg.page_size)
+        #: positions of the owned rounds that go whole; rid -> its truncation rounds
+        self._whole: set[int] = set()
+        self._cut: dict[str, list[int]] = {}
         known = Known(self.ls.cfg, self.lens)
         self.checks = Checks(known, part.profile, part.whole) if part.rerun else None
 
@@ -404,29 +425,67 @@ class _Worker:
             line = _first_line(rnd)
             if not owning:
                 if line is None or line < lo:
+                    self._cont.add(rnd)
                     recent.append(rnd)
                     self._forget(rnd)
                     continue
                 owning, out.head = True, self._boundary(rnd, recent)
+            self._continuity(rnd)
             if hi is not None and line is not None and line >= hi:
                 out.tail = self._boundary(rnd, recent)
                 break
             if rnd.oom is not None and p.post is not None:
                 raise NotRanged("an out-of-memory line before the last range")
-            out.rounds.append(pack(rnd))
-            out.sets.append(sets)
-            if self.checks is not None:
-                self.checks.add(rnd)
+            self._own(rnd, sets)
             recent.append(rnd)
             self._forget(rnd)
         if (p.index > 0 and out.head is None) or (p.post is not None and out.tail is None):
             raise NotRanged("a range without a round of its own, or a lookahead too short")
         self._collect()
+        self._lighten()
         return out
+
+    def _own(self, rnd: Round, sets: list[tuple[str, int]]) -> None:
+        """A round of this range: packed for the join, re-run, its truncations noted."""
+        self.out.rounds.append(pack(rnd))
+        self.out.sets.append(sets)
+        if self.checks is not None:
+            self.checks.add(rnd)
+        for d in rnd.decisions:
+            if d.decision == "truncated":
+                self._cut.setdefault(d.rid, []).append(len(self.out.rounds) - 1)
+        if rnd.oom is not None:
+            self._whole.add(len(self.out.rounds) - 1)
+
+    def _continuity(self, rnd: Round) -> None:
+        """Where the join's continuity check finds a fall, it words both rounds' evidence:
+        those two go whole (each range sees the pair across its first cut)."""
+        found = len(self._cont.found)
+        self._cont.add(rnd)
+        if len(self._cont.found) > found:
+            last = len(self.out.rounds) - 1
+            self._whole.update((last, last + 1))
 
     def _forget(self, rnd: Round) -> None:
         for rid in finished(rnd, self.lens):
             del self.lens[rid]
+            self._cut.pop(rid, None)
+
+    def _lighten(self) -> None:
+        """Every round the join may keep goes whole (the last ``window`` of the range, the
+        truncations of requests still unfinished, out-of-memory and refusal rounds, the
+        rounds a continuity finding words); the others without their evidence (the join
+        only counts them). ``light``: their positions, for the join to check."""
+        out, n = self.out, len(self.out.rounds)
+        keep = n if self.part.window is None else self.part.window
+        whole = self._whole | set(range(max(0, n - keep), n))
+        whole.update(i for got in self._cut.values() for i in got)
+        start = out.rounds[0][0] if out.rounds else 0
+        whole.update(i - start for got in out.refused.values() for i, _ in got)
+        for i in range(n):
+            if i not in whole:
+                out.rounds[i] = _light(out.rounds[i])
+                out.light.append(i)
 
     def _boundary(self, rnd: Round, before: deque[Round]) -> Boundary:
         rb = self.rebuilder
@@ -580,17 +639,30 @@ class Joined:
 
     #: round index -> the round, for the rounds a fix refused in (``JoinedChecks``)
     refused_rounds: dict[int, Round] = field(default_factory=dict)
+    #: per range: its first round's number and the positions sent without evidence
+    _light: list[tuple[int, set[int]]] = field(default_factory=list)
 
     def rounds(self) -> Iterator[tuple[Round, list[tuple[str, int]]]]:
         want = {i + d for r, d in zip(self.results, self.deltas, strict=True)
                 for got in r.refused.values() for i, _ in got}  # fmt: skip
         for r, d in zip(self.results, self.deltas, strict=True):
+            if r.rounds:
+                self._light.append((r.rounds[0][0] + d, set(r.light)))
             for packed, sets in zip(r.rounds, r.sets, strict=True):
                 rnd = unpack(packed, d)
                 if rnd.index in want:
                     self.refused_rounds[rnd.index] = rnd
                 yield rnd, sets
-            r.rounds, r.sets = [], []  # what the pass keeps of them, it keeps
+            r.rounds, r.sets, r.light = [], [], []  # what the pass keeps of them, it keeps
+
+    def whole(self, rounds: list[Round]) -> None:
+        """Raise ``NotRanged`` if a round kept came without its evidence (never seen: the
+        workers send whole every round the pass may keep)."""
+        for rnd in rounds:
+            at = max((x for x in self._light if x[0] <= rnd.index), default=None,
+                     key=lambda x: x[0])  # fmt: skip
+            if at is not None and rnd.index - at[0] in at[1]:
+                raise NotRanged(f"round {rnd.index} kept was sent without its evidence")
 
     def checks(self, known: Known, profile: Profile, whole: bool) -> JoinedChecks:
         return JoinedChecks(known, profile, whole, self)

@@ -285,7 +285,8 @@ def _ranged(
     their ranges; this process takes the rounds in order for what spans them (the rounds
     kept, continuity, the traffic, the arrivals). Raises ``NotRanged`` where it cannot."""
     opts = {"overrides": args["overrides"] or {}, "rank": args["rank"],
-            "formats": args["formats"], "profile": profile, "whole": whole_log}  # fmt: skip
+            "formats": args["formats"], "profile": profile, "whole": whole_log,
+            "window": window}  # fmt: skip
     joined = run_ranges(path, jobs, opts, engine=engine)
     ls = joined.stream
     assert ls.rebuilder is not None and ls.cfg is not None
@@ -301,6 +302,7 @@ def _ranged(
         checked.advance()
     checked.done()
     checks.attach()
+    joined.whole(ps.kept())
     return _ended(ls, ps, narrow)
 
 

@@ -20,8 +20,10 @@ LOGS = FIXTURES / "logs"
 POLICIES = ["fixed", "upstream", "drain", "park"]
 
 
-def _json(path: Path, jobs: int) -> str:
-    rr = replay_logs([path], POLICIES, stock=True, stream=True, whole_log=True, jobs=jobs)
+def _json(path: Path, jobs: int, window: int = replay_mod.WINDOW) -> str:
+    rr = replay_logs(
+        [path], POLICIES, stock=True, stream=True, whole_log=True, jobs=jobs, window=window
+    )
     d = rr.as_dict()
     d["whole_log"] = whole_log_dict(whole_log(rr))
     d["rounds_seen"], d["logged_seen"] = rr.rounds_seen, rr.logged_seen
@@ -96,6 +98,14 @@ def test_a_large_log_gives_the_same_output_for_every_n(large_log: Path, small_ra
     # some cut fell while a request was being chunked: the warm-up rebuilt it
     heads = [r.head for j in joined for r in j.results[1:]]
     assert any(h is not None and h.state[0] is not None for h in heads)
+
+
+def test_rounds_the_join_does_not_keep_travel_light(large_log: Path, small_ranges: Spy) -> None:
+    """With a short window most rounds go without their evidence: the output is the same."""
+    one = _json(large_log, 1, window=40)
+    for jobs in (2, 5):
+        assert _json(large_log, jobs, window=40) == one, f"--jobs {jobs}"
+    assert all(j is not None for j in small_ranges.joins)
 
 
 def test_a_cut_log_gives_the_same_output(cut_log: Path, small_ranges: Spy) -> None:
