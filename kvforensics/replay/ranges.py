@@ -22,8 +22,10 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import gc
 import itertools
 import logging
+import marshal
 import multiprocessing
 import os
 import re
@@ -55,6 +57,7 @@ from kvforensics.logs.wrapper import Wrapper, learn
 from kvforensics.model.profiles import Profile
 from kvforensics.replay.checks import Checks, Known
 from kvforensics.replay.passes import WINDOW
+from kvforensics.rounds.compact import pack_time, unpack_time
 from kvforensics.rounds.continuity import Continuity
 from kvforensics.rounds.crosscheck import merge_spans
 from kvforensics.rounds.drop import Drop
@@ -159,6 +162,11 @@ class PartResult:
     nul: int = 0
     #: positions in ``rounds`` packed without their evidence (``_light``)
     light: list[int] = field(default_factory=list)
+    #: ``rounds`` and ``sets`` as ``marshal`` bytes once the worker is done (``_seal``):
+    #: pickling a million small tuples costs more than the re-runs; their out-of-memory
+    #: lines (objects) apart, by position
+    blob: bytes = b""
+    ooms: dict[int, LoggedOom] = field(default_factory=dict)
 
 
 _DECISION = attrgetter(*Decision.__dataclass_fields__)
@@ -191,6 +199,37 @@ def _light(t: tuple[Any, ...]) -> tuple[Any, ...]:
     base = None if base is None else (base[0], base[1], [], base[3])
     base_end = None if base_end is None else (base_end[0], base_end[1], [], base_end[3])
     return index, time, decisions, pieces, [], base, base_end, fwd, oom, batch, replays
+
+
+def _seal(out: PartResult) -> None:
+    """``out.rounds`` and ``out.sets`` into ``out.blob`` (times as integers, the
+    out-of-memory lines apart); left as they are where a value is not plain data."""
+    rows = []
+    for i, t in enumerate(out.rounds):
+        if t[8] is not None:
+            out.ooms[i] = t[8]
+        rows.append((t[0], pack_time(t[1]), *t[2:8], None, *t[9:]))
+    try:
+        out.blob = marshal.dumps((rows, out.sets))
+    except ValueError:  # a value marshal does not take: the rounds go pickled
+        return
+    out.rounds, out.sets = [], []
+
+
+def _opened(r: PartResult) -> tuple[list[tuple[Any, ...]], list[list[tuple[str, int]]]]:
+    """``_seal`` undone (the collector held off while the rows are made)."""
+    if not r.blob:
+        return r.rounds, r.sets
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        rows, sets = marshal.loads(r.blob)
+    finally:
+        if enabled:
+            gc.enable()
+    rounds = [(t[0], unpack_time(t[1]), *t[2:8], r.ooms.get(i), *t[9:])
+              for i, t in enumerate(rows)]  # fmt: skip
+    return rounds, sets
 
 
 def unpack(t: tuple[Any, ...], shift: int = 0) -> Round:
@@ -443,6 +482,7 @@ class _Worker:
             raise NotRanged("a range without a round of its own, or a lookahead too short")
         self._collect()
         self._lighten()
+        _seal(out)
         return out
 
     def _own(self, rnd: Round, sets: list[tuple[str, int]]) -> None:
@@ -646,9 +686,11 @@ class Joined:
         want = {i + d for r, d in zip(self.results, self.deltas, strict=True)
                 for got in r.refused.values() for i, _ in got}  # fmt: skip
         for r, d in zip(self.results, self.deltas, strict=True):
-            if r.rounds:
-                self._light.append((r.rounds[0][0] + d, set(r.light)))
-            for packed, sets in zip(r.rounds, r.sets, strict=True):
+            rows, every = _opened(r)
+            r.blob = b""
+            if rows:
+                self._light.append((rows[0][0] + d, set(r.light)))
+            for packed, sets in zip(rows, every, strict=True):
                 rnd = unpack(packed, d)
                 if rnd.index in want:
                     self.refused_rounds[rnd.index] = rnd
