@@ -69,8 +69,8 @@ def replay(
             max=256,
             help="Workers: N splits one plain log into N byte ranges, each read, rebuilt "
             "and re-run by a worker, joined into the same output as 1; other inputs (several "
-            "files, gzip) re-run the rounds in a second process; default: 2 for logs of 32 MB "
-            "or more on two CPUs or more, else 1.",
+            "files, gzip) re-run the rounds in a second process; default: that second "
+            "process for logs of 32 MB or more on two CPUs or more, else 1.",
         ),
     ] = None,
     engine: Annotated[

@@ -196,8 +196,9 @@ def replay_logs(
     one the log's lines tell, else the fork's). ``jobs``: 2 re-runs the rounds of a streamed
     replay in a second process as they are rebuilt (the same result; default: 2 for large logs
     where there are two CPUs, ``checks.default_jobs``), 1 keeps everything in this one; on
-    one plain log, 2 or more split it over that many workers by byte ranges (``ranges``; the
-    same result) on ``engine`` (local processes or Ray), else the second process."""
+    one plain log, 2 or more given split it over that many workers by byte ranges
+    (``ranges``; the same result) on ``engine`` (local processes or Ray), else (and by
+    default) the second process."""
     narrow = narrow or Narrow()
     args = dict(overrides=overrides or {}, rank=rank, formats=formats, progress=progress)
     paths = [Path(p) for p in paths]
@@ -205,9 +206,9 @@ def replay_logs(
         check_readable(p)
     choice = choose_profile(paths, profile)
     if stream:
-        jobs = default_jobs(paths) if jobs is None else jobs
+        given, jobs = jobs is not None, default_jobs(paths) if jobs is None else jobs
         got = None
-        if rangeable(paths, jobs) and not narrow:
+        if given and rangeable(paths, jobs) and not narrow:
             try:
                 got = _ranged(paths[0], args, narrow, window, whole_log, choice.profile, jobs,
                               engine)  # fmt: skip
