@@ -34,7 +34,7 @@ from kvforensics.model.profiles import FORK
 from kvforensics.outputs import atomic_write, check_output
 from kvforensics.progress import current
 from kvforensics.replay import EXIT_MISMATCH
-from kvforensics.replay.ranges import Joined, NotRanged, check_engine, rangeable, run_ranges
+from kvforensics.replay.ranges import Joined, check_engine, rangeable, run_ranges
 from kvforensics.replay.stock import fork_lines, require_scheduler_log
 from kvforensics.report.terminal import FitTable, literal
 from kvforensics.rounds import from_logs
@@ -205,7 +205,7 @@ def _ranged(logs: list[Path], opts: LogOptions, narrow: Narrow, jobs: int, engin
            "profile": FORK, "whole": False, "rerun": False, "window": None}  # fmt: skip
     try:
         return run_ranges(Path(logs[0]), jobs, got, engine=engine)
-    except NotRanged:
+    except Exception:  # NotRanged, or anything the join did not foresee: the one pass
         return None
 
 

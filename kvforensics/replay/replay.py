@@ -34,7 +34,7 @@ from kvforensics.replay.fidelity import Fidelity
 from kvforensics.replay.holds import HoldsFor, holds_for, tried_seconds
 from kvforensics.replay.passes import WINDOW, RoundPass, Timed
 from kvforensics.replay.profile_choice import ProfileChoice, choose_profile
-from kvforensics.replay.ranges import NotRanged, rangeable, run_ranges
+from kvforensics.replay.ranges import rangeable, run_ranges
 from kvforensics.replay.state import arrivals_after, chunk_slots, node_at, shared_slots
 from kvforensics.replay.stock import StockAnalysis, analyse_stock, fork_lines
 from kvforensics.replay.transfers import estimate_latency
@@ -212,7 +212,7 @@ def replay_logs(
             try:
                 got = _ranged(paths[0], args, narrow, window, whole_log, choice.profile, jobs,
                               engine)  # fmt: skip
-            except NotRanged:
+            except Exception:  # NotRanged, or anything the join did not foresee:
                 got = None  # the one pass below: the same answer, or the error in its words
         if got is None:
             got = _streamed(paths, args, narrow, window, whole_log, choice.profile, min(jobs, 2))
