@@ -79,7 +79,15 @@ def cut_log(large_log: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
-@pytest.mark.parametrize("name", ["clean/pp0.log", "contradiction/pp0.log"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "clean/pp0.log",
+        "contradiction/pp0.log",
+        "samples/incident-pp0.log",
+        pytest.param("incident/pp0.log", marks=pytest.mark.slow),
+    ],
+)
 def test_fixtures_give_the_same_output_for_every_n(name: str, small_ranges: Spy) -> None:
     path = LOGS / name
     one = _json(path, 1)
