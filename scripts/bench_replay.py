@@ -4,6 +4,11 @@ over the same file in the same run, with wall and CPU seconds and peak RSS
 (``/usr/bin/time``), at several log sizes to show whether memory grows with the log.
 
     .venv/bin/python scripts/bench_replay.py --sizes 100,500,1000,2000 [--dir /tmp/x] [--keep]
+    .venv/bin/python scripts/bench_replay.py --sizes 100 --no-rounds --jobs 1,2
+
+``--jobs 1,2`` runs ``replay`` with one worker and with two (the log over two byte
+ranges), side by side in the same run: each later run's wall and CPU (all its processes)
+over the first's, and whether it printed the same bytes.
 
 Logs are made under --dir (default the temp dir) by scripts/make_large_log.py (an
 existing ``bench-<MB>mb.log`` there is reused) and removed after unless --keep. The file
@@ -19,6 +24,7 @@ and how peak RSS moved with the log's size.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import re
@@ -177,8 +183,11 @@ def bench(mb: int, workdir: Path, args: argparse.Namespace) -> dict:
     for jobs in args.jobs.split(",") if size <= args.replay_max_mb else ():
         cmd = [PY, "-m", "kvforensics", "replay", str(log), "--format", "json", "--no-progress"]
         rp = timed(cmd + (["--jobs", jobs] if jobs != "default" else []), args.timeout)
-        rp.update(_replayed(rp.pop("stdout_full")))
+        out = rp.pop("stdout_full")
+        rp["stdout_sha256"] = hashlib.sha256(out.encode()).hexdigest()[:16]
+        rp.update(_replayed(out))
         row[f"replay --jobs {jobs}"] = rp
+    _against_first(row)
     g, gc = row["grep"]["wall_s"] or 0.01, row["grep"]["cpu_s"] or 0.01
     for k in [k for k in row if k in ("rounds_o", *FLOORS) or k.startswith("replay")]:
         row[k]["x_grep_wall"] = round(row[k]["wall_s"] / g, 1)
@@ -188,9 +197,25 @@ def bench(mb: int, workdir: Path, args: argparse.Namespace) -> dict:
     return row
 
 
+def _against_first(row: dict) -> None:
+    """Each replay's wall and CPU over the first one's (``--jobs 1,2``: two workers against
+    one), and whether it printed the same bytes."""
+    reps = [k for k in row if k.startswith("replay")]
+    if not reps:
+        return
+    first = row[reps[0]]
+    for k in reps:
+        rp = row[k]
+        rp["x_first_wall"] = round(rp["wall_s"] / (first["wall_s"] or 0.01), 2)
+        rp["x_first_cpu"] = round(rp["cpu_s"] / (first["cpu_s"] or 0.01), 2)
+        rp["same_output"] = rp["stdout_sha256"] == first["stdout_sha256"]
+    row["load_avg_after"] = round(os.getloadavg()[0], 1)
+
+
 def table(rows: list[dict]) -> None:
     print(f"{'log MB':>7} {'load':>5} {'grep wall/cpu s':>16} | {'replay':>9} {'wall/cpu s':>17} "
-          f"{'x grep wall/cpu':>16} {'peak MB':>8} {'logged re-run':>14} | "
+          f"{'x grep wall/cpu':>16} {'peak MB':>8} {'logged re-run':>14} "
+          f"{'x first wall/cpu':>17} {'same':>5} | "
           f"{'rounds -o cpu s':>16} {'peak MB':>8}")  # fmt: skip
     for r in rows:
         gr, ro = r["grep"], r.get("rounds_o")
@@ -200,9 +225,11 @@ def table(rows: list[dict]) -> None:
             rep = (
                 f"{k.removeprefix('replay '):>9} {rp['wall_s']:>8}/{rp['cpu_s']:<8} "
                 f"{rp['x_grep_wall']:>7}/{rp['x_grep_cpu']:<8} {rp['peak_all_rss_mb']:>8} "
-                f"{rp.get('logged_rounds_rerun')!s:>14}"
+                f"{rp.get('logged_rounds_rerun')!s:>14} "
+                f"{rp.get('x_first_wall')!s:>8}/{rp.get('x_first_cpu')!s:<8} "
+                f"{rp.get('same_output')!s:>5}"
                 if rp
-                else f"{'(not run)':>68}"
+                else f"{'(not run)':>92}"
             )
             print(f"{r['log_mb']:>7} {r['load_avg']:>5} {gr['wall_s']:>7}/{gr['cpu_s']:<8} | "
                   f"{rep} | {rnd}")  # fmt: skip

@@ -38,6 +38,7 @@ from kvforensics.cli._inputs import (
     check_format,
 )
 from kvforensics.replay import replay_logs, verdict_text
+from kvforensics.replay.ranges import check_engine
 from kvforensics.replay.replay import ReplayResult
 from kvforensics.replay.stock import StockAnalysis
 from kvforensics.replay.stock_words import release_line, stock_text
@@ -68,15 +69,21 @@ def replay(
         int | None,
         typer.Option(
             min=1,
-            max=2,
-            help="Processes: 2 re-runs the rounds in a second one while this one reads the "
-            "logs; default: 2 for logs of 32 MB or more on two CPUs or more, else 1.",
+            max=256,
+            help="Workers: N splits one plain log into N byte ranges, each read, rebuilt "
+            "and re-run by a worker, joined into the same output as 1; other inputs (several "
+            "files, gzip) re-run the rounds in a second process; default: that second "
+            "process for logs of 32 MB or more on two CPUs or more, else 1.",
         ),
     ] = None,
+    engine: Annotated[
+        str, typer.Option(help="Where --jobs' workers run: local (processes) | ray.")
+    ] = "local",
     no_progress: NoProgress = False,
 ) -> None:
     """Rebuild the rounds, check the model against them, re-run them under each policy."""
     check_format(fmt, ("table", "json"))
+    check_engine(engine)
     opts = LogOptions(
         page_size, align, chunk_size, pool_size, rank, formats, transfer_seconds, since, until,
         no_progress, profile=profile,
@@ -84,7 +91,7 @@ def replay(
     with opts.stages():
         rr = replay_logs(
             logs, split_policies(policy), stock=True, stream=True, whole_log=True, jobs=jobs,
-            **opts.replay_kwargs(),
+            engine=engine, **opts.replay_kwargs(),
         )  # fmt: skip
     if isinstance(rr, StockAnalysis):
         _print_stock(rr, fmt)

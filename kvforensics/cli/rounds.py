@@ -31,9 +31,11 @@ from kvforensics.cli._inputs import (
 from kvforensics.errors import InputError
 from kvforensics.logs import load_catalogue
 from kvforensics.logs.summary import ParseSummary
+from kvforensics.model.profiles import FORK
 from kvforensics.outputs import atomic_write, check_output
 from kvforensics.progress import current
 from kvforensics.replay import EXIT_MISMATCH
+from kvforensics.replay.ranges import Joined, check_engine, rangeable, run_ranges
 from kvforensics.replay.stock import fork_lines, require_scheduler_log
 from kvforensics.report.terminal import FitTable, literal
 from kvforensics.rounds import from_logs
@@ -66,16 +68,29 @@ def rounds(
     ] = None,
     since: Since = None,
     until: Until = None,
+    jobs: Annotated[
+        int,
+        typer.Option(
+            min=1,
+            max=256,
+            help="With -o: split one plain log into N byte ranges, rebuilt by N workers "
+            "and written in order (the same file as 1).",
+        ),
+    ] = 1,
+    engine: Annotated[
+        str, typer.Option(help="Where --jobs' workers run: local (processes) | ray.")
+    ] = "local",
     no_progress: NoProgress = False,
 ) -> None:
     """Rebuild the rounds: observed, derived and inferred pieces, baselines and decisions."""
     check_format(fmt, ("table", "json"))
+    check_engine(engine)
     opts = LogOptions(
         page_size, align, chunk_size, pool_size, rank, formats, None, since, until, no_progress
     )
     narrow = opts.narrow()
     if output is not None:
-        _write(logs, output, opts, narrow)
+        _write(logs, output, opts, narrow, jobs, engine)
         return
     def read(hold: bool) -> LogRounds:
         return from_logs(
@@ -145,8 +160,12 @@ def _table(rb: Rebuild, source: str, last: int) -> FitTable:
     return t
 
 
-def _write(logs: list[Path], output: Path, opts: LogOptions, narrow: Narrow) -> None:
-    """Stream the rounds into ``output``; say how many, the out-of-memory, contradictions."""
+def _write(
+    logs: list[Path], output: Path, opts: LogOptions, narrow: Narrow, jobs: int = 1,
+    engine: str = "local",
+) -> None:  # fmt: skip
+    """Stream the rounds into ``output``; say how many, the out-of-memory, contradictions.
+    ``jobs`` > 1 on one plain log: rebuilt over byte ranges (``replay.ranges``)."""
     if output.suffix not in SUFFIXES:
         raise InputError(f"{output}: give a file ending in {' or '.join(SUFFIXES)}")
     check_output(output, logs)
@@ -154,8 +173,17 @@ def _write(logs: list[Path], output: Path, opts: LogOptions, narrow: Narrow) -> 
     count: list[int] = []
 
     def write(tmp: Path) -> None:
-        rounds = current().counted(ls, "rebuilding rounds", "rounds")
-        count.append(write_rounds(narrow_rounds(forgetting(ls, rounds), narrow), tmp))
+        nonlocal ls
+        joined = _ranged(logs, opts, narrow, jobs, engine)
+        if joined is not None:
+            ls = joined.stream
+            rounds = current().counted(
+                (r for r, _ in joined.rounds()), "rebuilding rounds", "rounds"
+            )
+            count.append(write_rounds(rounds, tmp))
+        else:
+            rounds = current().counted(ls, "rebuilding rounds", "rounds")
+            count.append(write_rounds(narrow_rounds(forgetting(ls, rounds), narrow), tmp))
         if ls.rebuilder is None or not ls.rebuilder.count:  # nothing to write: no file
             files = [f.path for f in ls.summary.files if ls.rank in f.ranks or not ls.rank]
             who = f"{ls.rank} ({', '.join(files)})" if ls.rank else ", ".join(files)
@@ -176,6 +204,19 @@ def _write(logs: list[Path], output: Path, opts: LogOptions, narrow: Narrow) -> 
     found = ls.rebuilder.contradictions if ls.rebuilder else []
     print_contradictions(found, limit=10)
     raise typer.Exit(EXIT_MISMATCH if found else 0)
+
+
+def _ranged(logs: list[Path], opts: LogOptions, narrow: Narrow, jobs: int, engine: str) -> Joined | None:
+    """The rounds of one plain log rebuilt over ``jobs`` byte ranges; None where the one
+    pass must be made (several files, gzip, ``--since``/``--until``, what the join refuses)."""
+    if not rangeable(logs, jobs) or narrow:
+        return None
+    got = {"overrides": opts.overrides(), "rank": opts.rank, "formats": opts.formats,
+           "profile": FORK, "whole": False, "rerun": False, "window": None}  # fmt: skip
+    try:
+        return run_ranges(Path(logs[0]), jobs, got, engine=engine)
+    except Exception:  # NotRanged, or anything the join did not foresee: the one pass
+        return None
 
 
 def _silent_rank(who: str, others: bool, unreadable: int) -> InputError:

@@ -35,6 +35,7 @@ from kvforensics.replay.fidelity import Fidelity
 from kvforensics.replay.holds import HoldsFor, holds_for, tried_seconds
 from kvforensics.replay.passes import WINDOW, RoundPass, Timed
 from kvforensics.replay.profile_choice import ProfileChoice, choose_profile
+from kvforensics.replay.ranges import rangeable, run_ranges
 from kvforensics.replay.state import arrivals_after, chunk_slots, node_at, shared_slots
 from kvforensics.replay.stock import StockAnalysis, analyse_stock, fork_lines
 from kvforensics.replay.transfers import estimate_latency
@@ -188,6 +189,7 @@ def replay_logs(
     window: int = WINDOW,
     profile: str | None = None,
     jobs: int | None = None,
+    engine: str = "local",
 ) -> ReplayResult | StockAnalysis:
     """Logs -> replay. With ``stock``, a log without adder lines gives the analysis of what
     it can tell (``StockAnalysis``) instead of an error. ``stream``: one pass in batches
@@ -199,7 +201,10 @@ def replay_logs(
     (reading stops after ``--until``). ``profile``: the model profile's name (default: the
     one the log's lines tell, else the fork's). ``jobs``: 2 re-runs the rounds of a streamed
     replay in a second process as they are rebuilt (the same result; default: 2 for large logs
-    where there are two CPUs, ``checks.default_jobs``), 1 keeps everything in this one."""
+    where there are two CPUs, ``checks.default_jobs``), 1 keeps everything in this one; on
+    one plain log, 2 or more given split it over that many workers by byte ranges
+    (``ranges``; the same result) on ``engine`` (local processes or Ray), else (and by
+    default) the second process."""
     narrow = narrow or Narrow()
     args = _LogArgs(overrides=overrides or {}, rank=rank, formats=formats, progress=progress)
     paths = [Path(p) for p in paths]
@@ -207,8 +212,16 @@ def replay_logs(
         check_readable(p)
     choice = choose_profile(paths, profile)
     if stream:
-        jobs = default_jobs(paths) if jobs is None else jobs
-        got = _streamed(paths, args, narrow, window, whole_log, choice.profile, jobs)
+        given, jobs = jobs is not None, default_jobs(paths) if jobs is None else jobs
+        got: tuple[ReplayResult, RoundPass] | _Unreplayable | None = None
+        if given and rangeable(paths, jobs) and not narrow:
+            try:
+                got = _ranged(paths[0], args, narrow, window, whole_log, choice.profile, jobs,
+                              engine)  # fmt: skip
+            except Exception:  # NotRanged, or anything the join did not foresee:
+                got = None  # the one pass below: the same answer, or the error in its words
+        if got is None:
+            got = _streamed(paths, args, narrow, window, whole_log, choice.profile, min(jobs, 2))
     else:
         got = _whole(paths, args, narrow, whole_log, choice.profile)
     if isinstance(got, _Unreplayable):  # no adder line
@@ -290,6 +303,40 @@ def _streamed(
     rebuilder = ls.rebuilding()
     if ps is None:  # no round at all
         ps = RoundPass(ls.settled_cfg(), rebuilder.seq_lens, window, whole_log, profile=profile)
+    return _ended(ls, ps, narrow)
+
+
+def _ranged(
+    path: Path, args: _LogArgs, narrow: Narrow, window: int, whole_log: bool, profile: Profile,
+    jobs: int, engine: str,
+) -> tuple[ReplayResult, RoundPass]:  # fmt: skip
+    """One plain log over byte ranges (``ranges``): the workers read, rebuild and re-run
+    their ranges; this process takes the rounds in order for what spans them (the rounds
+    kept, continuity, the traffic, the arrivals). Raises ``NotRanged`` where it cannot."""
+    opts = {"overrides": args["overrides"] or {}, "rank": args["rank"],
+            "formats": args["formats"], "profile": profile, "whole": whole_log,
+            "window": window}  # fmt: skip
+    joined = run_ranges(path, jobs, opts, engine=engine)
+    ls = joined.stream
+    lens = ls.rebuilding().seq_lens
+    ps = RoundPass(ls.settled_cfg(), lens, window, whole_log, profile)
+    checks = ps.checks = joined.checks(ps.known, profile, whole_log)
+    st = current()
+    checked = st.stage("checking rounds", unit="rounds")
+    for rnd, sets in st.counted(joined.rounds(), "rebuilding rounds", "rounds"):
+        for rid, n in sets:
+            lens[rid] = n
+        ps.add(rnd)
+        checked.advance()
+    checked.done()
+    checks.attach()
+    joined.whole(ps.kept())
+    return _ended(ls, ps, narrow)
+
+
+def _ended(ls: LogStream, ps: RoundPass, narrow: Narrow) -> tuple[ReplayResult, RoundPass]:
+    """The stream has ended: the rebuild as kept, cross-checked against the other lines."""
+    rebuilder = ls.rebuilding()
     kept = ps.kept()
     conf, changed = ls.settled_config()
     rb = rebuilder.collected(kept, {**conf, **rebuilder.config()}, ls.deciding())

@@ -54,9 +54,11 @@ def run_local(
     with tempfile.TemporaryDirectory(prefix="kvf-scan-") as work:
         if jobs == 1 or len(specs) <= 1:
             out = []
+            # one node: its one log, when large, over byte ranges on the workers
+            ranges = jobs if len(specs) == 1 else 1
             for spec in specs:
                 with current().scope():  # this node's stages, gone when it is done
-                    out.append(scan_node(spec, opts, work))
+                    out.append(scan_node(spec, opts, work, jobs=ranges))
                 done(out[-1])
             return out
         results = _pool(specs, range(len(specs)), opts, min(jobs, len(specs)), work, done)

@@ -34,24 +34,28 @@ class ScanOptions:
     until: str | None = None
 
 
-def scan_node(spec: NodeSpec, opts: ScanOptions, workdir: str | None = None) -> NodeScan:
+def scan_node(
+    spec: NodeSpec, opts: ScanOptions, workdir: str | None = None, jobs: int = 1
+) -> NodeScan:
     """Never raises for bad input: the node's result says what went wrong in a line.
+    ``jobs``: workers for a node whose one plain log is large (``replay.ranges``: the
+    same result); the scan's own pool runs one node per worker with 1.
 
     A URL is copied into a temporary directory first: under ``workdir`` when given (a
     local pool's parent owns it, so what a killed worker leaves there goes with it),
     else one of its own (a Ray task on another machine)."""
     if not any(is_url(f) for f in spec.files):
-        return _scan_fetched(spec, opts, None)
+        return _scan_fetched(spec, opts, None, jobs)
     with tempfile.TemporaryDirectory(prefix="kvf-scan-", dir=workdir) as tmp:
-        return _scan_fetched(spec, opts, Path(tmp))
+        return _scan_fetched(spec, opts, Path(tmp), jobs)
 
 
-def _scan_fetched(spec: NodeSpec, opts: ScanOptions, tmp: Path | None) -> NodeScan:
+def _scan_fetched(spec: NodeSpec, opts: ScanOptions, tmp: Path | None, jobs: int = 1) -> NodeScan:
     local, unreadable = _fetch(spec.files, tmp)
     if not local:
         return NodeScan(spec.node, spec.files, "no readable file", tuple(unreadable))
     try:
-        return _scan(spec, opts, local, tuple(unreadable))
+        return _scan(spec, opts, local, tuple(unreadable), _node_jobs(local, jobs))
     except KvfError as exc:
         return NodeScan(spec.node, spec.files, str(exc), tuple(unreadable))
     except Exception as exc:  # one broken node must not stop the fleet
@@ -90,8 +94,25 @@ def _copy(url: str, folder: Path) -> Path:
     return dest
 
 
+def _node_jobs(local: list[Path], jobs: int) -> int:
+    """``jobs`` for a node of one log of ``checks.REMOTE_BYTES`` or more, else 1 (a small
+    log costs less in one process than the workers take to start)."""
+    from kvforensics.replay.checks import REMOTE_BYTES
+
+    if jobs < 2 or len(local) != 1:
+        return 1
+    try:
+        return jobs if local[0].stat().st_size >= REMOTE_BYTES else 1
+    except OSError:
+        return 1
+
+
 def _scan(
-    spec: NodeSpec, opts: ScanOptions, local: list[Path], unreadable: tuple[tuple[str, str], ...]
+    spec: NodeSpec,
+    opts: ScanOptions,
+    local: list[Path],
+    unreadable: tuple[tuple[str, str], ...],
+    jobs: int = 1,
 ) -> NodeScan:
     from kvforensics.replay import replay_logs
 
@@ -109,7 +130,7 @@ def _scan(
         stream=True,
         whole_log=True,
         narrow=Narrow.parse(opts.since, opts.until),
-        jobs=1,  # the nodes are the scan's unit of parallel work
+        jobs=jobs,  # 1 unless the scan is of one large log (``scan_node``)
     )
     if isinstance(rr, StockAnalysis):
         return _stock(spec, rr, unreadable)

@@ -1,0 +1,935 @@
+"""One log replayed over byte ranges by several workers, with the same result as one pass.
+
+The log is cut at lines that start a round (a PP0 ``add_one_req`` check line after a line
+that is not one) into ``n`` ranges. Each worker reads its configuration from the log's head
+as one pass would, then rebuilds from a margin before its cut (the warm-up: the chunked
+request mid-prefill, the prompt lengths of the requests alive there, the baseline the
+next logged line gives), and re-runs (fidelity, whole-log findings) only the rounds it
+owns: from the first logged round whose first line lies at or after its cut, to the first
+logged round of the next range, which it reads past its end to see settled.
+
+Round numbers are counted from the start of the log, so a worker numbers its rounds from
+its own start; the join takes the offset from the first round two neighbours share and
+checks that they agree there: the same rounds before it (the last ``AGREE`` of them), the
+same round, the same live prompt lengths and the same state of the rebuild. Where they do
+not, the range is run again from further back, then from the start of the log (a pass of
+its own, numbered as one pass numbers it). Anything this cannot join the same way (an
+out-of-memory line before the last range, a text that names a round number, NUL bytes)
+raises ``NotRanged`` and the caller makes the one pass instead: never a different answer.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import gc
+import itertools
+import logging
+import marshal
+import multiprocessing
+import os
+import re
+from collections import deque
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from operator import attrgetter
+from pathlib import Path
+from typing import Any, BinaryIO
+
+import polars as pl
+
+from kvforensics.errors import InputError
+from kvforensics.logs import load_catalogue
+from kvforensics.logs.extract import UNMATCHED_SAMPLES, extract_chunk
+from kvforensics.logs.forms import Catalogue
+from kvforensics.logs.reader import (
+    CHUNK_BYTES,
+    MAX_CARRY,
+    _collect,
+    _Cutter,
+    sniff,
+    split_lines,
+)
+from kvforensics.logs.source import is_gzip
+from kvforensics.logs.summary import FileSummary, ParseSummary
+from kvforensics.logs.wrapper import Wrapper, learn
+from kvforensics.model.profiles import Profile
+from kvforensics.replay.checks import Checks, Known
+from kvforensics.replay.passes import WINDOW
+from kvforensics.rounds.compact import pack_time, unpack_time
+from kvforensics.rounds.continuity import Continuity
+from kvforensics.rounds.crosscheck import merge_spans
+from kvforensics.rounds.drop import Drop
+from kvforensics.rounds.provenance import Prov
+from kvforensics.rounds.rebuild import Chunked, Rebuilder
+from kvforensics.rounds.records import Contradiction, Decision, LoggedOom, Piece, Round
+from kvforensics.rounds.rows import rows_of
+from kvforensics.rounds.segment import KINDS
+from kvforensics.rounds.stream import LogStream, finished
+
+#: bytes read before a cut to rebuild the state a range inherits, and after the next cut
+#: to see its first round settled
+MARGIN, LOOKAHEAD = 1 << 20, 256 << 10
+#: rounds before a shared round that must agree between neighbours
+AGREE = 32
+#: the smallest range worth a worker
+MIN_PART = 64 << 10
+ENGINES = ("local", "ray")
+_CHECK = b"PrefillAdder.add_one_req: rid="
+_ADDER = b"PrefillAdder.add_one_req"
+_ROUND_NUMBER = re.compile(r"\brounds? \d")
+
+
+class NotRanged(Exception):
+    """This log (or this split of it) cannot be joined as one pass: make the one pass."""
+
+
+@dataclass(frozen=True, slots=True)
+class Window:
+    """Bytes ``[start, end)`` of the file; ``line``: the 1-based number of its first line."""
+
+    start: int
+    end: int
+    line: int
+
+
+@dataclass(frozen=True, slots=True)
+class Part:
+    """One worker's share: ``pre`` rebuilt only (the warm-up), ``own`` read for good,
+    ``post`` rebuilt only, up to the next range's first round (None for the last)."""
+
+    path: str
+    index: int
+    pre: Window
+    own: Window
+    post: Window | None
+    overrides: dict[str, int | None]
+    rank: str | None
+    formats: list[Path] | None
+    profile: Profile
+    whole: bool
+    #: re-run the rounds owned (a replay); False: rebuild only (``rounds -o``)
+    rerun: bool = True
+    #: the rounds the join keeps at the end of the log (``passes.WINDOW``); None: all
+    window: int | None = WINDOW
+
+
+@dataclass
+class Boundary:
+    """A worker's view where the next range begins: that round's local index, it and the
+    ``AGREE`` rounds before it (``as_dict`` without the number), the live prompt lengths
+    and the rebuild's state there."""
+
+    index: int
+    rounds: list[dict[str, Any]]
+    seq_lens: dict[str, int]
+    state: tuple[Any, ...]
+
+
+@dataclass
+class PartResult:
+    """What a worker sends back; round numbers are its own (the join moves them)."""
+
+    index: int
+    #: the rounds owned, packed (``pack``)
+    rounds: list[tuple[Any, ...]] = field(default_factory=list)
+    #: per owned round, the prompt lengths set since the round before (in order)
+    sets: list[list[tuple[str, int]]] = field(default_factory=list)
+    head: Boundary | None = None
+    tail: Boundary | None = None
+    count: int = 0
+    summary: ParseSummary = field(default_factory=ParseSummary)
+    side: list[pl.DataFrame] = field(default_factory=list)
+    spans: dict[Any, Any] = field(default_factory=dict)
+    has_ms: bool = False
+    config: dict[str, Any] = field(default_factory=dict)
+    rank: str | None = None
+    contradictions: list[Contradiction] = field(default_factory=list)
+    late: list[Contradiction] = field(default_factory=list)
+    drops: list[Drop] = field(default_factory=list)
+    oom: LoggedOom | None = None
+    first_write: Any = None
+    block: int | None = None
+    chunked: Chunked | None = None
+    base_end: Any = None
+    checked: int = 0
+    mismatches: list[Any] = field(default_factory=list)
+    gaps: list[Any] = field(default_factory=list)
+    margins: list[tuple[Any, ...]] = field(default_factory=list)
+    rerun: int = 0
+    refused: dict[str, list[tuple[int, str]]] = field(default_factory=dict)
+    nul: int = 0
+    #: positions in ``rounds`` packed without their evidence (``_light``)
+    light: list[int] = field(default_factory=list)
+    #: ``rounds`` and ``sets`` as ``marshal`` bytes once the worker is done (``_seal``):
+    #: pickling a million small tuples costs more than the re-runs; their out-of-memory
+    #: lines (objects) apart, by position
+    blob: bytes = b""
+    ooms: dict[int, LoggedOom] = field(default_factory=dict)
+
+
+_DECISION = attrgetter(*Decision.__dataclass_fields__)
+_PIECE = attrgetter(*Piece.__dataclass_fields__)
+
+
+def _pack_prov(p: Prov | None) -> tuple[Any, ...] | None:
+    return None if p is None else (p.value, p.provenance, p.evidence, p.interval)
+
+
+def _unpack_prov(t: tuple[Any, ...] | None) -> Prov | None:
+    return None if t is None else Prov(*t)
+
+
+def pack(rnd: Round) -> tuple[Any, ...]:
+    """A round as plain values: pickled and rebuilt in a fifth of the time of the objects."""
+    return (
+        rnd.index, rnd.time, [_DECISION(d) for d in rnd.decisions],
+        [_PIECE(p) for p in rnd.pieces], rnd.as_writes, _pack_prov(rnd.baseline),
+        _pack_prov(rnd.baseline_end), rnd.forwarded, rnd.oom, rnd.batch, rnd.replays,
+        _pack_prov(rnd.first_lock),
+    )  # fmt: skip
+
+
+def _light(t: tuple[Any, ...]) -> tuple[Any, ...]:
+    """A packed round without its evidence (file:line and rule texts): what the join's
+    counting reads of a round it will not keep."""
+    index, time, decisions, pieces, _, base, base_end, fwd, oom, batch, replays, lock = t
+    decisions = [(*d[:8], "", *d[9:]) for d in decisions]
+    pieces = [(*p[:5], [], *p[6:]) for p in pieces]
+    base = None if base is None else (base[0], base[1], [], base[3])
+    base_end = None if base_end is None else (base_end[0], base_end[1], [], base_end[3])
+    lock = None if lock is None else (lock[0], lock[1], [], lock[3])
+    return index, time, decisions, pieces, [], base, base_end, fwd, oom, batch, replays, lock
+
+
+def _seal(out: PartResult) -> None:
+    """``out.rounds`` and ``out.sets`` into ``out.blob`` (times as integers, the
+    out-of-memory lines apart); left as they are where a value is not plain data."""
+    rows = []
+    for i, t in enumerate(out.rounds):
+        if t[8] is not None:
+            out.ooms[i] = t[8]
+        rows.append((t[0], pack_time(t[1]), *t[2:8], None, *t[9:]))
+    try:
+        out.blob = marshal.dumps((rows, out.sets))
+    except ValueError:  # a value marshal does not take: the rounds go pickled
+        return
+    out.rounds, out.sets = [], []
+
+
+def _opened(r: PartResult) -> tuple[list[tuple[Any, ...]], list[list[tuple[str, int]]]]:
+    """``_seal`` undone (the collector held off while the rows are made)."""
+    if not r.blob:
+        return r.rounds, r.sets
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        rows, sets = marshal.loads(r.blob)
+    finally:
+        if enabled:
+            gc.enable()
+    rounds = [(t[0], unpack_time(t[1]), *t[2:8], r.ooms.get(i), *t[9:])
+              for i, t in enumerate(rows)]  # fmt: skip
+    return rounds, sets
+
+
+def unpack(t: tuple[Any, ...], shift: int = 0) -> Round:
+    """``pack``'s round again, its number moved by ``shift``."""
+    index, time, decisions, pieces, writes, base, base_end, fwd, oom, batch, replays, lock = t
+    if oom is not None and oom.round is not None and shift:
+        oom = dataclasses.replace(oom, round=oom.round + shift)
+    return Round(
+        index + shift, time, [Decision(*d) for d in decisions], [Piece(*p) for p in pieces],
+        writes, _unpack_prov(base), _unpack_prov(base_end), first_lock=_unpack_prov(lock),
+        forwarded=fwd, oom=oom, batch=batch, replays=replays,
+    )  # fmt: skip
+
+
+class _Recorder(dict[str, int]):
+    """The rebuild's prompt lengths, each set also noted for the join to replay in order."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.noted: list[tuple[str, int]] = []
+
+    def __setitem__(self, key: str, value: int) -> None:
+        self.noted.append((key, value))
+        super().__setitem__(key, value)
+
+    def take(self) -> list[tuple[str, int]]:
+        out, self.noted = self.noted, []
+        return out
+
+
+# -- planning -------------------------------------------------------------------------
+
+
+def rangeable(paths: Sequence[Path], jobs: int) -> bool:
+    """One plain (not gzip) file, and more than one worker asked for."""
+    return jobs > 1 and len(paths) == 1 and not is_gzip(Path(paths[0]))
+
+
+def plan(path: Path, n: int) -> list[Window]:
+    """The owned windows of up to ``n`` ranges, each cut at a round's first check line;
+    fewer where the file is too small or has no such line near a cut."""
+    size = path.stat().st_size
+    n = max(1, min(n, size // MIN_PART))
+    cuts = [0]
+    with path.open("rb") as fh:
+        for k in range(1, n):
+            at = _round_start(fh, k * size // n)
+            if at is not None and at > cuts[-1]:
+                cuts.append(at)
+    cuts.append(size)
+    lines = _line_numbers(path, sorted(set(cuts)))
+    return [Window(a, b, lines[a]) for a, b in itertools.pairwise(cuts)]
+
+
+def _round_start(fh: BinaryIO, at: int, span: int = 4 << 20) -> int | None:
+    """The first line at or after byte ``at`` that is an adder check line following a line
+    that is not an adder line (the first check of a round)."""
+    fh.seek(max(0, at - 1))
+    buf: bytes = fh.read(span)
+    i = buf.find(b"\n")
+    while i >= 0:
+        j = buf.find(b"\n", i + 1)
+        if j < 0:
+            return None
+        prev_start = buf.rfind(b"\n", 0, i) + 1
+        if _CHECK in buf[i + 1 : j] and (prev_start == 0 or _ADDER not in buf[prev_start:i]):
+            return max(0, at - 1) + i + 1
+        i = j
+    return None
+
+
+def _line_numbers(path: Path, offsets: list[int]) -> dict[int, int]:
+    """The 1-based number of the line starting at each offset (a line start)."""
+    out: dict[int, int] = {}
+    pos, newlines = 0, 0
+    want = iter(sorted(offsets))
+    nxt = next(want, None)
+    with path.open("rb") as fh:
+        while nxt is not None:
+            block = fh.read(8 << 20)
+            while nxt is not None and nxt <= pos + len(block):
+                out[nxt] = newlines + block.count(b"\n", 0, nxt - pos) + 1
+                nxt = next(want, None)
+            if not block:
+                break
+            newlines += block.count(b"\n")
+            pos += len(block)
+    return out
+
+
+def parts(
+    path: Path, owned: list[Window], opts: dict[str, Any], margin: int, lookahead: int
+) -> list[Part]:
+    """Each owned window with its warm-up before and its look past the next cut."""
+    size = path.stat().st_size
+    out = []
+    for k, own in enumerate(owned):
+        pre = _back(path, own, margin)
+        post = None
+        if k + 1 < len(owned):
+            nxt = owned[k + 1]
+            end = _line_end(path, min(size, nxt.start + lookahead))
+            post = Window(nxt.start, end, nxt.line)
+        out.append(Part(str(path), k, pre, own, post, **opts))
+    return out
+
+
+def _back(path: Path, own: Window, margin: int) -> Window:
+    """The warm-up window: from a line start about ``margin`` bytes before ``own`` (from
+    the start of the file when that is nearer)."""
+    if own.start == 0 or margin <= 0:
+        return Window(own.start, own.start, own.line)
+    start = own.start - margin
+    if start <= 0:
+        return Window(0, own.start, 1)
+    with path.open("rb") as fh:
+        fh.seek(start - 1)
+        buf = fh.read(own.start - start + 1)
+    cut = _first_prefixed(buf)
+    if cut is None:
+        return Window(own.start, own.start, own.line)
+    return Window(start - 1 + cut, own.start, own.line - buf.count(b"\n", cut))
+
+
+def _first_prefixed(buf: bytes) -> int | None:
+    """Offset in ``buf`` of the first line that starts with a log prefix (``[``)."""
+    i = buf.find(b"\n[")
+    return i + 1 if i >= 0 else None
+
+
+def _line_end(path: Path, at: int) -> int:
+    """The end of the line holding byte ``at`` (just past its newline)."""
+    with path.open("rb") as fh:
+        fh.seek(at)
+        while True:
+            block = fh.read(64 << 10)
+            if not block:
+                return fh.tell()
+            i = block.find(b"\n")
+            if i >= 0:
+                return at + i + 1
+            at += len(block)
+
+
+# -- a worker ---------------------------------------------------------------------------
+
+
+def run_part(part: Part) -> PartResult:
+    """One range: read, rebuild and re-run it (what a worker process runs)."""
+    from kvforensics.collector import fewer_collections
+
+    with fewer_collections():
+        return _Worker(part).run()
+
+
+def _first_line(rnd: Round) -> int | None:
+    """The line number of the round's first check line (None: it logged none)."""
+    if not rnd.decisions:
+        return None
+    where = rnd.decisions[0].where or ""
+    tail = where.rpartition(":")[2]
+    return int(tail) if tail.isdigit() else None
+
+
+def _plain(rnd: Round) -> dict[str, Any]:
+    """The round as data, without its number (which differs between two workers)."""
+    d = rnd.as_dict()
+    del d["round"]
+    return d
+
+
+class _Worker:
+    def __init__(self, part: Part) -> None:
+        self.part = part
+        self.path = Path(part.path)
+        self.cat: Catalogue = load_catalogue(part.formats)
+        self.wrapper: Wrapper | None = learn(sniff(self.path), self.cat)
+        self.cutter = _Cutter(self.cat, self.wrapper)
+        self.out = PartResult(part.index)
+        self.fs = self._file_summary()
+        self.out.summary.files.append(self.fs)
+        self.ls = LogStream([self.path], dict(part.overrides), part.rank, part.formats, hold=True)
+        self._head()
+        rb = self.rebuilder
+        self.lens = _Recorder()
+        rb.seq_lens = self.lens
+        self._late = rb._late  # rebound only when the rebuild finishes
+        assert self.ls.cfg is not None
+        self._cont = Continuity(self.ls.cfg.page_size)
+        #: positions of the owned rounds that go whole; rid -> its truncation rounds
+        self._whole: set[int] = set()
+        self._cut: dict[str, list[int]] = {}
+        known = Known(self.ls.cfg, self.lens)
+        self.checks = Checks(known, part.profile, part.whole) if part.rerun else None
+
+    @property
+    def rebuilder(self) -> Rebuilder:
+        assert self.ls.rebuilder is not None
+        return self.ls.rebuilder
+
+    def _file_summary(self) -> FileSummary:
+        fs = FileSummary(self.part.path, False, self.path.stat().st_size)
+        fs.wrapper = self.wrapper.says() if self.wrapper else None
+        return fs
+
+    def _head(self) -> None:
+        """The configuration and the deciding rank, from the same frames one pass takes
+        them from (the log's head up to the frame with the first adder line, in the same
+        chunks), read one chunk at a time."""
+        head = ParseSummary()
+        whole = Window(0, self.path.stat().st_size, 1)
+        fs = FileSummary(self.part.path, False, whole.end)
+        held: list[pl.DataFrame] = []
+        for frame in _WindowReader(self, whole, head, fs, eof=True).frames():
+            held.append(frame)
+            if frame.height and (frame["kind"] == "adder_check").any():
+                break
+        else:
+            raise NotRanged("no adder line")
+        head.files.append(fs)
+        self.ls.summary = head
+        self.ls._start(held)
+        self.ls.summary = self.out.summary
+
+    def run(self) -> PartResult:
+        p, out = self.part, self.out
+        lo = p.own.line if p.index > 0 else 0
+        hi = p.post.line if p.post is not None else None
+        recent: deque[Round] = deque(maxlen=AGREE)
+        owning = p.index == 0
+        for rnd in self._rounds():
+            sets = self.lens.take()
+            line = _first_line(rnd)
+            if not owning:
+                if line is None or line < lo:
+                    self._cont.add(rnd)
+                    recent.append(rnd)
+                    self._forget(rnd)
+                    continue
+                owning, out.head = True, self._boundary(rnd, recent)
+            self._continuity(rnd)
+            if hi is not None and line is not None and line >= hi:
+                out.tail = self._boundary(rnd, recent)
+                break
+            if rnd.oom is not None and p.post is not None:
+                raise NotRanged("an out-of-memory line before the last range")
+            self._own(rnd, sets)
+            recent.append(rnd)
+            self._forget(rnd)
+        if (p.index > 0 and out.head is None) or (p.post is not None and out.tail is None):
+            raise NotRanged("a range without a round of its own, or a lookahead too short")
+        self._collect()
+        self._lighten()
+        _seal(out)
+        return out
+
+    def _own(self, rnd: Round, sets: list[tuple[str, int]]) -> None:
+        """A round of this range: packed for the join, re-run, its truncations noted."""
+        self.out.rounds.append(pack(rnd))
+        self.out.sets.append(sets)
+        if self.checks is not None:
+            self.checks.add(rnd)
+        for d in rnd.decisions:
+            if d.decision == "truncated":
+                self._cut.setdefault(d.rid, []).append(len(self.out.rounds) - 1)
+        if rnd.oom is not None:
+            self._whole.add(len(self.out.rounds) - 1)
+
+    def _continuity(self, rnd: Round) -> None:
+        """Where the join's continuity check finds a fall, it words both rounds' evidence:
+        those two go whole (each range sees the pair across its first cut)."""
+        found = len(self._cont.found)
+        self._cont.add(rnd)
+        if len(self._cont.found) > found:
+            last = len(self.out.rounds) - 1
+            self._whole.update((last, last + 1))
+
+    def _forget(self, rnd: Round) -> None:
+        for rid in finished(rnd, self.lens):
+            del self.lens[rid]
+            self._cut.pop(rid, None)
+
+    def _lighten(self) -> None:
+        """Every round the join may keep goes whole (the last ``window`` of the range, the
+        truncations of requests still unfinished, out-of-memory and refusal rounds, the
+        rounds a continuity finding words); the others without their evidence (the join
+        only counts them). ``light``: their positions, for the join to check."""
+        out, n = self.out, len(self.out.rounds)
+        keep = n if self.part.window is None else self.part.window
+        whole = self._whole | set(range(max(0, n - keep), n))
+        whole.update(i for got in self._cut.values() for i in got)
+        start = out.rounds[0][0] if out.rounds else 0
+        whole.update(i - start for got in out.refused.values() for i, _ in got)
+        for i in range(n):
+            if i not in whole:
+                out.rounds[i] = _light(out.rounds[i])
+                out.light.append(i)
+
+    def _boundary(self, rnd: Round, before: deque[Round]) -> Boundary:
+        rb = self.rebuilder
+        base = rb.base_end.value if rb.base_end is not None else None
+        state = (rb.chunked, base, rb._silent, rb._printed_at, rb.block, len(rb._held),
+                 rb.count - rnd.index)  # fmt: skip
+        rounds = [_plain(r) for r in (*before, rnd)]
+        return Boundary(rnd.index, rounds, dict(self.lens), state)
+
+    def _rounds(self) -> Iterator[Round]:
+        p = self.part
+        yield from self._feed(p.pre, own=False)
+        yield from self._feed(p.own, own=True, eof=p.post is None)
+        if p.post is not None:
+            yield from self._feed(p.post, own=False)
+        else:
+            yield from self.rebuilder.finish()
+
+    def _feed(self, win: Window, own: bool, eof: bool = False) -> Iterator[Round]:
+        if win.end <= win.start:
+            return
+        if own:
+            summary, fs = self.out.summary, self.fs
+        else:
+            summary, fs = ParseSummary(), FileSummary(self.part.path, False, 0)
+        reader = _WindowReader(self, win, summary, fs, eof)
+        for frame in reader.frames():
+            if own:
+                yield from self.ls._frame(frame)
+                continue
+            mine = pl.col("kind").is_in(KINDS) & (pl.col("rank") == self.ls.rank)
+            feed = self.rebuilder.feed
+            for ev in rows_of(frame.filter(mine)):
+                yield from feed(ev)
+        if own:
+            self.out.nul += reader.nul
+
+    def _collect(self) -> None:
+        """What the join needs besides the rounds: the rebuild's findings of the rounds
+        owned here, the re-runs' results, the stream's side events."""
+        out, rb, ls = self.out, self.rebuilder, self.ls
+        lo = out.head.index if out.head is not None else 0
+        hi = out.tail.index if out.tail is not None else None
+
+        def mine(i: int | None) -> bool:
+            if i is None:
+                return self.part.index == 0
+            return i >= lo and (hi is None or i < hi)
+
+        late = list(self._late)
+        regular = (
+            rb.contradictions[: len(rb.contradictions) - len(late)]
+            if hi is None
+            else rb.contradictions
+        )
+        out.contradictions = [c for c in regular if mine(c.round)]
+        out.late = [c for c in late if mine(c.round)]
+        out.drops = [d for d in rb.drops if mine(d.before_round)]
+        if self.part.index > 0 and self._names_rounds():
+            raise NotRanged("a finding whose text names a round number")
+        out.oom, out.count = (rb.oom, rb.count) if hi is None else (None, 0)
+        out.first_write, out.block = rb.segmenter.first_write, rb.block
+        out.chunked, out.base_end = rb.chunked, rb.base_end
+        out.side, out.spans, out.has_ms = ls._side, ls.spans, ls.has_ms
+        out.config, out.rank = {"cfg": ls.cfg, "config": ls.config}, ls.rank
+        if self.checks is None:
+            return
+        fid = self.checks.fidelity
+        out.checked, out.mismatches = fid.checked, fid.mismatches
+        wl = self.checks.wholelog
+        if wl is not None:
+            out.gaps, out.rerun = wl.gaps, wl.rerun
+            out.margins = list(wl.margins.rows.rows())
+            out.refused = {p: [(r.index, rid) for r, rid in got] for p, got in wl.refused.items()}
+
+    def _names_rounds(self) -> bool:
+        out = self.out
+        texts = [c.detail for c in (*out.contradictions, *out.late)]
+        texts += [e for d in out.drops for e in d.evidence]
+        if out.rounds and self.rebuilder.oom is not None:
+            texts.append(str(self.rebuilder.oom))
+        return any(_ROUND_NUMBER.search(t) for t in texts)
+
+
+class _WindowReader:
+    """Event frames of a byte window, cut into chunks as the reader cuts a whole file
+    (``logs.reader``), numbered from the window's first line."""
+
+    def __init__(
+        self, w: _Worker, win: Window, summary: ParseSummary, fs: FileSummary, eof: bool
+    ) -> None:
+        self.w, self.win, self.summary, self.fs, self.eof = w, win, summary, fs, eof
+        self.line = win.line
+        self.nul = 0
+
+    def frames(self) -> Iterator[pl.DataFrame]:
+        blocks: list[bytes] = []
+        size, left = 0, self.win.end - self.win.start
+        with open(self.w.path, "rb") as fh:
+            fh.seek(self.win.start)
+            while left > 0:
+                block = fh.read(min(4 << 20, left))
+                if not block:
+                    break
+                left -= len(block)
+                self.fs.bytes_read += len(block)
+                blocks.append(block)
+                size += len(block)
+                if size < CHUNK_BYTES:
+                    continue
+                buf = b"".join(blocks)
+                cut = self.w.cutter.cut(buf)
+                if cut == 0:
+                    if len(buf) >= MAX_CARRY:
+                        raise NotRanged("a very long line")
+                    blocks, size = [buf], len(buf)
+                    continue
+                yield self._events(buf[:cut], False)
+                rest = buf[cut:]
+                blocks, size = ([rest], len(rest)) if rest else ([], 0)
+        buf = b"".join(blocks)
+        cut_last = self.eof and bool(buf) and not buf.endswith(b"\n")
+        if self.eof:
+            self.fs.cut_last_line = cut_last
+        yield self._events(buf, cut_last)
+
+    def _events(self, chunk: bytes, cut_last: bool) -> pl.DataFrame:
+        self.nul += chunk.count(b"\x00")
+        lines = split_lines(chunk)
+        got = extract_chunk(
+            lines, self.line, self.w.part.path, self.w.cat, cut_last, self.w.wrapper
+        )
+        self.line += len(lines)
+        self.fs.lines += len(lines)
+        return _collect(got, self.summary, self.fs)
+
+
+# -- the join -----------------------------------------------------------------------------
+
+
+@dataclass
+class Joined:
+    """The ranges joined: ``stream`` stands for the one pass's ``LogStream`` once it has
+    ended (summary, side events, configuration, the rebuild's findings); ``rounds`` gives
+    every round in order with the prompt lengths set before it; ``checks`` the re-runs'
+    results as one pass's ``Checks`` would hold them."""
+
+    stream: LogStream
+    results: list[PartResult]
+    deltas: list[int]
+
+    #: round index -> the round, for the rounds a fix refused in (``JoinedChecks``)
+    refused_rounds: dict[int, Round] = field(default_factory=dict)
+    #: per range: its first round's number and the positions sent without evidence
+    _light: list[tuple[int, set[int]]] = field(default_factory=list)
+
+    def rounds(self) -> Iterator[tuple[Round, list[tuple[str, int]]]]:
+        want = {i + d for r, d in zip(self.results, self.deltas, strict=True)
+                for got in r.refused.values() for i, _ in got}  # fmt: skip
+        for r, d in zip(self.results, self.deltas, strict=True):
+            rows, every = _opened(r)
+            r.blob = b""
+            if rows:
+                self._light.append((rows[0][0] + d, set(r.light)))
+            for packed, sets in zip(rows, every, strict=True):
+                rnd = unpack(packed, d)
+                if rnd.index in want:
+                    self.refused_rounds[rnd.index] = rnd
+                yield rnd, sets
+            r.rounds, r.sets, r.light = [], [], []  # what the pass keeps of them, it keeps
+
+    def whole(self, rounds: list[Round]) -> None:
+        """Raise ``NotRanged`` if a round kept came without its evidence (never seen: the
+        workers send whole every round the pass may keep)."""
+        for rnd in rounds:
+            at = max((x for x in self._light if x[0] <= rnd.index), default=None,
+                     key=lambda x: x[0])  # fmt: skip
+            if at is not None and rnd.index - at[0] in at[1]:
+                raise NotRanged(f"round {rnd.index} kept was sent without its evidence")
+
+    def checks(self, known: Known, profile: Profile, whole: bool) -> JoinedChecks:
+        return JoinedChecks(known, profile, whole, self)
+
+
+class JoinedChecks(Checks):
+    """The workers' re-runs, as one pass's ``Checks`` holds them once every round went by;
+    a round another rank's lines add after the stream is re-run here. The refusals'
+    rounds are the pass's own objects, attached once it has seen them (``attach``)."""
+
+    def __init__(self, known: Known, profile: Profile, whole: bool, joined: Joined) -> None:
+        super().__init__(known, profile, whole)
+        self.joined = joined
+        fid, wl = self.fidelity, self.wholelog
+        for r, d in zip(joined.results, joined.deltas, strict=True):
+            fid.checked += r.checked
+            fid.mismatches += [dataclasses.replace(m, round=m.round + d) for m in r.mismatches]
+            if wl is None:
+                continue
+            wl.gaps += [dataclasses.replace(g, round=g.round + d) for g in r.gaps]
+            wl.rerun += r.rerun
+            for index, *rest in r.margins:
+                wl.margins.rows.push(index + d, *rest)
+            for got in r.refused.values():
+                wl.refused_rounds.update(i + d for i, _ in got)
+
+    def attach(self) -> None:
+        """The refusals, with their rounds (once the pass has gone through them)."""
+        wl, j = self.wholelog, self.joined
+        if wl is None:
+            return
+        for r, d in zip(j.results, j.deltas, strict=True):
+            for policy, got in r.refused.items():
+                wl.refused[policy] += [(j.refused_rounds[i + d], rid) for i, rid in got]
+
+    def add(self, rnd: Round, lens: dict[str, int] | None = None, late: bool = False) -> None:
+        if late:  # the stream's rounds were re-run by the workers
+            super().add(rnd, lens, late)
+
+
+def run_ranges(
+    path: Path,
+    jobs: int,
+    opts: dict[str, Any],
+    *,
+    engine: str = "local",
+    margin: int | None = None,
+    lookahead: int | None = None,
+) -> Joined:
+    """``path`` over ``jobs`` workers; ``opts``: ``Part``'s overrides, rank, formats,
+    profile and whole. Raises ``NotRanged`` where the one pass must be made instead."""
+    margin = MARGIN if margin is None else margin
+    lookahead = LOOKAHEAD if lookahead is None else lookahead
+    owned = plan(path, jobs)
+    if len(owned) < 2:
+        raise NotRanged("too small to split")
+    todo = parts(path, owned, opts, margin, lookahead)
+    results = _map(todo, engine, jobs)
+    for k in range(1, len(todo)):
+        wider = margin
+        while not _agree(results[k - 1], results[k], todo[k]):
+            if todo[k].pre.start == 0:
+                raise NotRanged("a range read from the start disagrees")  # never seen
+            wider *= 8
+            todo[k] = dataclasses.replace(todo[k], pre=_back(path, todo[k].own, wider))
+            results[k] = _safely(todo[k])
+    deltas = [0]
+    for k in range(1, len(results)):
+        head, tail = results[k].head, results[k - 1].tail
+        assert head is not None and tail is not None
+        deltas.append(tail.index + deltas[-1] - head.index)
+    for r, d in zip(results, deltas, strict=True):
+        _shift(r, d)
+    return Joined(_stream(path, results, opts), results, deltas)
+
+
+def _agree(before: PartResult, after: PartResult, part: Part) -> bool:
+    """Do two neighbours see the round where ``after`` begins the same way?"""
+    tail, head = before.tail, after.head
+    if tail is None or head is None:
+        return False
+    if part.pre.start == 0:  # read from the start: numbered and rebuilt as one pass
+        return True
+    return (tail.rounds, tail.seq_lens, tail.state) == (head.rounds, head.seq_lens, head.state)
+
+
+def _safely(part: Part) -> PartResult:
+    try:
+        return run_part(part)
+    except NotRanged:
+        raise
+    except Exception as exc:  # the one pass says what is wrong, in its words
+        raise NotRanged(f"{type(exc).__name__}: {exc}") from exc
+
+
+def _shift(r: PartResult, d: int) -> None:
+    """Move a worker's round numbers to the log's."""
+    if not d:
+        return
+    r.contradictions = [_moved(c, d) for c in r.contradictions]
+    r.late = [_moved(c, d) for c in r.late]
+    r.drops = [dataclasses.replace(x, after_round=x.after_round + d,
+                                   before_round=x.before_round + d) for x in r.drops]  # fmt: skip
+    if r.oom is not None and r.oom.round is not None:
+        r.oom = dataclasses.replace(r.oom, round=r.oom.round + d)
+    r.count += d
+
+
+def _moved(c: Contradiction, d: int) -> Contradiction:
+    return c if c.round is None else dataclasses.replace(c, round=c.round + d)
+
+
+def _stream(path: Path, results: list[PartResult], opts: dict[str, Any]) -> LogStream:
+    """A ``LogStream`` as one pass leaves it, from the workers' shares."""
+    first, last = results[0], results[-1]
+    if any(r.nul for r in results):
+        raise NotRanged("NUL bytes")
+    ls = LogStream([path], dict(opts["overrides"]), first.rank, opts["formats"], hold=True)
+    ls.cfg, ls.config = first.config["cfg"], first.config["config"]
+    ls.summary = _summary(path, results)
+    for r in results:
+        ls._side += r.side
+        ls.spans = merge_spans(ls.spans, r.spans)
+        ls.has_ms = ls.has_ms or r.has_ms
+    rb = Rebuilder(ls.cfg)
+    rb.contradictions = [c for r in results for c in r.contradictions]
+    rb.contradictions += [c for r in results for c in r.late]
+    rb.drops = [x for r in results for x in r.drops]
+    rb.oom, rb.count = last.oom, last.count
+    rb.chunked, rb.base_end = last.chunked, last.base_end
+    rb.block = next((r.block for r in results if r.block is not None), None)
+    rb.segmenter.first_write = next(
+        (r.first_write for r in results if r.first_write is not None), None
+    )
+    ls.rebuilder = rb
+    present = {x for r in results for f in r.summary.files for x in f.ranks}
+    if opts["rank"] and opts["rank"] not in present:
+        raise NotRanged("the rank asked for is not in the log")
+    return ls
+
+
+def _summary(path: Path, results: list[PartResult]) -> ParseSummary:
+    """The workers' read summaries as one: counts added, samples in line order."""
+    s = ParseSummary()
+    fs = FileSummary(str(path), False, path.stat().st_size)
+    fs.wrapper = results[0].summary.files[0].wrapper
+    s.files.append(fs)
+    for r in results:
+        x, f = r.summary, r.summary.files[0]
+        fs.bytes_read += f.bytes_read
+        fs.lines += f.lines
+        fs.ranks |= f.ranks
+        fs.cut_last_line = f.cut_last_line
+        for k, v in x.matched.items():
+            s.matched[k] = s.matched.get(k, 0) + v
+        s.unmatched += x.unmatched
+        s.attached_lines += x.attached_lines
+        s.blank_lines += x.blank_lines
+        s.prefixed_lines += x.prefixed_lines
+        s.undated_events += x.undated_events
+        s.unreadable += x.unreadable
+        s.gaps += x.gaps
+        s.unmatched_samples += x.unmatched_samples
+        s.unreadable_samples += x.unreadable_samples
+    s.unmatched_samples = s.unmatched_samples[:UNMATCHED_SAMPLES]
+    s.unreadable_samples = s.unreadable_samples[:UNMATCHED_SAMPLES]
+    return s
+
+
+# -- where the workers run ------------------------------------------------------------
+
+
+def check_engine(engine: str) -> None:
+    """``--engine``: one of ``ENGINES`` (exit 2 naming them otherwise)."""
+    if engine not in ENGINES:
+        raise InputError(f"--engine {engine}: choose from {', '.join(ENGINES)}")
+
+
+def _map(todo: list[Part], engine: str, jobs: int) -> list[PartResult]:
+    """Every part on a local pool (spawned: polars' threads do not survive a fork) or as
+    Ray tasks; a worker that failed makes the whole one pass instead."""
+    check_engine(engine)
+    if engine == "ray":
+        return _ray(todo)
+    ctx = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(max_workers=min(jobs, len(todo)), mp_context=ctx) as pool:
+        futures = [pool.submit(run_part, p) for p in todo]
+        return [_result(f.result) for f in futures]
+
+
+def _result(get: Callable[[], PartResult]) -> PartResult:
+    try:
+        return get()
+    except NotRanged:
+        raise
+    except Exception as exc:  # a worker that died, or an input error the one pass words
+        raise NotRanged(f"{type(exc).__name__}: {exc}") from exc
+
+
+def _ray_get(ray: Any, ref: Any) -> PartResult:
+    got: PartResult = ray.get(ref)
+    return got
+
+
+def _ray(todo: list[Part]) -> list[PartResult]:
+    """Each part a Ray task (a running cluster when ``RAY_ADDRESS`` is set, else a local
+    one started and stopped here)."""
+    try:
+        import ray
+    except ImportError:
+        raise InputError("--engine ray needs Ray: pip install 'kvforensics[fleet]'") from None
+    started = not ray.is_initialized()
+    if started:
+        try:
+            ray.init(address=os.environ.get("RAY_ADDRESS"), include_dashboard=False,
+                     logging_level=logging.ERROR)  # fmt: skip
+        except (ConnectionError, RuntimeError, ValueError) as exc:
+            raise InputError(f"cannot start or join Ray: {str(exc).splitlines()[0]}") from None
+    try:
+        task = ray.remote(run_part)
+        refs = [task.remote(p) for p in todo]
+        return [_result(functools.partial(_ray_get, ray, ref)) for ref in refs]
+    finally:
+        if started:
+            ray.shutdown()
