@@ -199,7 +199,14 @@ class PrefillAdder:
             return OTHER, f"chunk budget {b.rem_chunk} leaves no whole page", size
         return None, None, size
 
-    def _reject(self, req, before, need: int, result: AddResult, reason) -> Step:
+    def _reject(
+        self,
+        req: Request,
+        before: tuple[int, int, int, int, int],
+        need: int,
+        result: AddResult,
+        reason: str | None,
+    ) -> Step:
         self.pool.unlock(req.prefix_keys)
         return self._record(
             req, "add_one_req", before, before[0], "rejected", None, None, 0, _NAME[result], 0,

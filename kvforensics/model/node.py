@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from operator import attrgetter
-from typing import NamedTuple, Protocol
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, cast
 
 from kvforensics.collector import fewer_collections
 from kvforensics.model.adder import CONTINUE, PrefillAdder
@@ -19,6 +19,9 @@ from kvforensics.model.pool import PagePool, PrefillOutOfMemory
 from kvforensics.model.profiles import FORK, Profile
 from kvforensics.model.request import Request
 from kvforensics.model.sizing import pages_for
+
+if TYPE_CHECKING:
+    import polars as pl
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,7 +137,7 @@ class OutOfMemory:
     evictable_size: int
     message: str
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         return {
             "round": self.round,
             "rid": self.rid,
@@ -153,13 +156,13 @@ class RunResult:
     pool: PagePool
     waiting_left: list[str] = field(default_factory=list)
 
-    def ledger_frame(self):
+    def ledger_frame(self) -> pl.DataFrame:
         """The ledger as a DataFrame, with the policy as first column."""
         import polars as pl
 
         return self.ledger.to_frame().select(pl.lit(self.policy).alias("policy"), pl.all())
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         return {
             "policy": self.policy,
             "oom": self.oom.as_dict() if self.oom else None,
@@ -191,10 +194,10 @@ class PrefillNode:
         policy: Policy,
         pool: PagePool,
         *,
-        waiting: list[Request] = (),
+        waiting: Iterable[Request] = (),
         chunked: Request | None = None,
-        inflight: list[Inflight] = (),
-        arrivals: list[Request] = (),
+        inflight: Iterable[Inflight] = (),
+        arrivals: Sequence[Request] = (),
         timing: Timing = Timing(),
         profile: Profile = FORK,
         first_round: int = 0,
@@ -243,7 +246,7 @@ class PrefillNode:
         policy: Policy,
         state: NodeState,
         *,
-        arrivals: list[Request] = (),
+        arrivals: Sequence[Request] = (),
         timing: Timing = Timing(),
         profile: Profile = FORK,
         record: bool = True,
@@ -344,7 +347,11 @@ class PrefillNode:
         adder, pieces, base0, skipped, oom, _ = self.batch()
         if oom is not None:
             return oom
-        decisions = [(s.call, s.rid, s.decision, s.budget_state) for s in adder.steps]
+        # an adder's step always has these four
+        decisions = cast(
+            "list[tuple[str, str, str, str]]",
+            [(s.call, s.rid, s.decision, s.budget_state) for s in adder.steps],
+        )
         if not pieces:
             # Nothing fits: wait for memory (a transfer) or for new work.
             rec = self._close_round(t_start, [], decisions, skipped, base0, 0)
@@ -373,9 +380,13 @@ class PrefillNode:
             skipped = self._admit(adder)
         except PrefillOutOfMemory as exc:
             # a host hit's load-back found the slots the baseline counted unevictable
-            rid = self.waiting[0].rid if self.waiting else self.chunked.rid
-            oom = self._out_of_memory(exc, rid, adder.step + 1, base0)
-            return Batch(adder, [], base0, False, oom, oom.available)
+            if self.waiting:
+                rid = self.waiting[0].rid
+            else:
+                assert self.chunked is not None, "a load-back with no request to load for"
+                rid = self.chunked.rid
+            lost = self._out_of_memory(exc, rid, adder.step + 1, base0)
+            return Batch(adder, [], base0, False, lost, lost.available)
         if not adder.pieces:
             return Batch(adder, [], base0, skipped, None, pool.baseline())
         pieces = [(r.rid, s, e) for r, s, e in adder.pieces]

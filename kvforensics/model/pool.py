@@ -10,6 +10,7 @@ moves slots from the evictable part to the free part).
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from kvforensics.model.sizing import batch_ask, pages_for
@@ -121,7 +122,7 @@ class PagePool:
         page_size: int,
         size: int,
         free: int,
-        evictable: dict[str, int] | None = None,
+        evictable: Mapping[str, int] | Iterable[tuple[str, int]] | None = None,
         cache_kind: str = "hybrid",
         record: bool = True,
         unevictable: int = 0,
@@ -192,9 +193,18 @@ class PagePool:
         """Slots not free and not evictable: held by requests or locked cache."""
         return self.size - self.baseline()
 
-    def _op(self, op: str, **kw: int | str) -> None:
+    def _op(
+        self,
+        op: str,
+        *,
+        owner: str = "",
+        key: str = "",
+        start: int = 0,
+        end: int = 0,
+        tokens: int = 0,
+    ) -> None:
         if self.record:
-            self.ops.append(PoolOp(self.round, op, **kw))
+            self.ops.append(PoolOp(self.round, op, owner, key, start, end, tokens))
 
     # -- locking --------------------------------------------------------------
     def lock(self, keys: tuple[str, ...]) -> int:
