@@ -13,6 +13,7 @@ from functools import partial
 from typing import NamedTuple
 
 import polars as pl
+from mypy_extensions import mypyc_attr
 
 
 class Step(NamedTuple):
@@ -94,6 +95,7 @@ SCHEMA = dict(COLUMNS)
 LATER = ("need", "unaligned_end", "tail_need", "rem_input_tokens", "rem_input_after")
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)  # a subclass's ``add`` sees every step
 class Ledger:
     """Steps appended in order; cheap enough to keep on in long simulations."""
 

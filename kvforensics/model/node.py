@@ -10,6 +10,8 @@ from dataclasses import dataclass, field
 from operator import attrgetter
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, cast
 
+from mypy_extensions import mypyc_attr
+
 from kvforensics.collector import fewer_collections
 from kvforensics.model.adder import CONTINUE, PrefillAdder
 from kvforensics.model.config import Config
@@ -24,6 +26,7 @@ if TYPE_CHECKING:
     import polars as pl
 
 
+@mypyc_attr(native_class=False)  # frozen: mypyc's copy and pickle would set its fields
 @dataclass(frozen=True, slots=True)
 class Timing:
     """How long things take. Rounds and transfers are what move memory, so the model needs
@@ -64,6 +67,7 @@ class PrefixSource(Protocol):
         """``req``'s KV has left for the decode node and is cache from now on."""
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)  # copy and pickle make one without __init__
 @dataclass(slots=True)
 class Inflight:
     """KV that is being sent to a decode node: held until ``done_at``, then cache."""
@@ -112,6 +116,7 @@ class Batch(NamedTuple):
     available: int = 0
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)  # copy and pickle make one without __init__
 @dataclass(slots=True)
 class RoundRecord:
     round: int
@@ -127,6 +132,7 @@ class RoundRecord:
     unallocated_tail: int
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)  # copy and pickle make one without __init__
 @dataclass(slots=True)
 class OutOfMemory:
     round: int
@@ -146,6 +152,7 @@ class OutOfMemory:
         }
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)  # copy and pickle make one without __init__
 @dataclass(slots=True)
 class RunResult:
     policy: str
@@ -187,6 +194,7 @@ class RunResult:
         }
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)  # copy and pickle make one without __init__
 class PrefillNode:
     def __init__(
         self,

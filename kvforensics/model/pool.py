@@ -13,6 +13,8 @@ from collections import OrderedDict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from mypy_extensions import mypyc_attr
+
 from kvforensics.model.sizing import batch_ask, pages_for
 
 
@@ -44,6 +46,8 @@ def oom_message(
     )
 
 
+# a Python class when compiled: mypyc's classes cannot derive from RuntimeError
+@mypyc_attr(native_class=False)
 class PrefillOutOfMemory(RuntimeError):
     """SGLang's ``Prefill out of memory`` error, with the same message text."""
 
@@ -62,6 +66,7 @@ class PrefillOutOfMemory(RuntimeError):
         super().__init__(oom_message(tokens, available, evictable, cache_kind, swa))
 
 
+@mypyc_attr(native_class=False)  # frozen: mypyc's copy and pickle would set its fields
 @dataclass(frozen=True, slots=True)
 class PoolOp:
     """One thing done to the pool, in order. ``kvforensics exec`` replays these on tensors.
@@ -81,6 +86,7 @@ class PoolOp:
     tokens: int = 0
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)  # tests refuse load-backs in a subclass
 class PagePool:
     """Free slots + evictable cache entries (kept in eviction order) + locked entries.
 

@@ -20,10 +20,13 @@ from __future__ import annotations
 import heapq
 import itertools
 
+from mypy_extensions import mypyc_attr
+
 from kvforensics.model.pool import PagePool, PrefillOutOfMemory
 from kvforensics.model.sizing import pages_for
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)  # copy and pickle make one without __init__
 class Node:
     __slots__ = ("children", "id", "key", "last_access", "lock_ref", "parent")
 
@@ -36,6 +39,7 @@ class Node:
         self.id = node_id
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)  # copy and pickle make one without __init__
 class RadixTree:
     """Page ids in, token counts out (``page_size`` tokens per id)."""
 
@@ -167,6 +171,7 @@ def _common(node_key: tuple[int, ...], key: tuple[int, ...], at: int) -> int:
     return i
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class RadixPagePool(PagePool):
     """A page pool whose cache is a radix tree, as SGLang's ``RadixCache`` with its paged
     allocator: requests lock tree nodes (``prefix_keys`` name them), a computed piece
