@@ -8,8 +8,8 @@ or without mypyc, or when the C compiler fails, the result is the pure-Python pa
     KVF_COMPILE=1 pip install -e .          # editable: the .so files land next to the .py
     KVF_COMPILE=1 python setup.py build_ext --inplace   # the same, in a ready environment
 
-``build_support/kvf_build.py`` (the build backend) adds mypy to the build requirements when the variable is set,
-so the same commands work under pip's build isolation.
+``build_support/kvf_build.py``, the build backend, adds mypy to the build requirements
+when the variable is set, so the same commands work under pip's build isolation.
 """
 
 from __future__ import annotations
