@@ -48,7 +48,10 @@ def _warn(message: str) -> None:
 
 
 def wanted() -> bool:
-    return os.environ.get("KVF_COMPILE", "") not in ("", "0")
+    """``KVF_COMPILE`` is set, and this is a build (not the backend listing what the build
+    needs, build_support/kvf_build.py)."""
+    listing = os.environ.get("KVF_LISTING_BUILD_REQUIRES")
+    return os.environ.get("KVF_COMPILE", "") not in ("", "0") and not listing
 
 
 def compiled_extensions() -> list:
@@ -81,5 +84,6 @@ class OptionalBuildExt(build_ext):
                 Path(self.get_ext_fullpath(ext.name)).unlink(missing_ok=True)
                 Path(ROOT, self.get_ext_filename(ext.name)).unlink(missing_ok=True)
             _warn(f"compiling the model failed ({exc})")
+
 
 setup(ext_modules=compiled_extensions(), cmdclass={"build_ext": OptionalBuildExt})
