@@ -10,7 +10,12 @@ PrefillAdder driven with mock allocator and cache on the same kind of machine: a
 50k decisions/s (see tests/conformance for the harness that measures it in the same run
 when its environment exists); the target is 5x that.
 
-    python scripts/bench_model.py [--limit N] [--policy prefix,fixed] [--rerun LOG]
+With the compiled model in use (``KVF_COMPILE=1`` at install, setup.py), the adder and node
+figures are measured again in a second interpreter that loads the model's ``.py`` files,
+and both are printed side by side with their ratio (``side_by_side``); ``--pure`` runs
+only that interpreted leg.
+
+    python scripts/bench_model.py [--limit N] [--policy prefix,fixed] [--rerun LOG] [--pure]
 """
 
 from __future__ import annotations
@@ -206,27 +211,116 @@ def sglang_reference() -> dict | None:
     }
 
 
+def source_only() -> None:
+    """Load ``kvforensics.model`` from its ``.py`` files even where a compiled build sits
+    beside them (the pure-Python leg of the comparison); before any kvforensics import."""
+    import importlib.abc
+    import importlib.machinery
+    import importlib.util
+    import sys
+
+    class SourceOnly(importlib.abc.MetaPathFinder):
+        def find_spec(self, name, path, target=None):
+            if not name.startswith("kvforensics.model."):
+                return None
+            spec = importlib.machinery.PathFinder.find_spec(name, path)
+            if spec is None or spec.origin is None or spec.origin.endswith(".py"):
+                return spec
+            source = Path(spec.origin).parent / (name.rsplit(".", 1)[1] + ".py")
+            return importlib.util.spec_from_file_location(name, source)
+
+    sys.meta_path.insert(0, SourceOnly())
+
+
+def measure(args: argparse.Namespace) -> list[dict]:
+    mine = [paced(same_rounds_as_sglang, pace=p) for p in ("default", "run")]
+    ref = None if args.pure else sglang_reference()
+    if ref and "decisions_per_s" in ref:
+        for m in mine:
+            m["x_sglang_measured"] = round(m["decisions_per_s"] / ref["decisions_per_s"], 1)
+    out = [*mine]
+    if not args.pure:
+        out.append(
+            ref
+            or {
+                "bench": "sglang reference",
+                "skipped": "no .venv-sglang (scripts/conformance_env.sh)",
+            }
+        )
+    out += [paced(adder_only, 20000, pace=p) for p in ("default", "run")]
+    out += [timed_cpu(bench, p, args.limit, True) for p in args.policy.split(",")]
+    if args.rerun:
+        out.append(rerun_rounds(args.rerun))
+    return out
+
+
+def timed_cpu(fn, *args) -> dict:
+    """``fn(*args)`` with the CPU-seconds it took added (``cpu_seconds``)."""
+    c0 = time.process_time()
+    out = fn(*args)
+    return {**out, "cpu_seconds": round(time.process_time() - c0, 3)}
+
+
+def _key(row: dict) -> tuple:
+    return (row.get("bench"), row.get("policy"), row.get("collector_pace"))
+
+
+def side_by_side(compiled: list[dict], pure: list[dict]) -> list[dict]:
+    """Each figure of both legs and compiled over pure: decisions per CPU-second for the
+    adder, CPU-seconds for a whole node run (pure over compiled: the speed-up)."""
+    by_key = {_key(r): r for r in pure}
+    rows = []
+    for c in compiled:
+        p = by_key.get(_key(c))
+        if p is None:
+            continue
+        name = c.get("bench") or f"node {c['policy']}"
+        if c.get("collector_pace"):
+            name += f" (collector pace: {c['collector_pace']})"
+        if "decisions_per_cpu_s" in c:
+            what, pv, cv = (
+                "decisions per CPU-second",
+                p["decisions_per_cpu_s"],
+                c["decisions_per_cpu_s"],
+            )
+            ratio = cv / pv
+        elif "rerun" in name or "us_per_round" in c:
+            what, pv, cv = "us of CPU a round", p["us_per_round"], c["us_per_round"]
+            ratio = pv / cv
+        else:
+            what, pv, cv = "CPU-seconds", p["cpu_seconds"], c["cpu_seconds"]
+            ratio = pv / cv
+        rows.append({"bench": name, "figure": what, "pure": pv, "compiled": cv,
+                     "speed_up": round(ratio, 2)})  # fmt: skip
+    return rows
+
+
 def main() -> None:
+    import subprocess
+    import sys
+
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--limit", type=int, default=None, help="trace rows to use (default all)")
     ap.add_argument("--policy", default="prefix,fixed")
     ap.add_argument("--rerun", type=Path, help="also re-run every round of this log")
+    ap.add_argument("--pure", action="store_true", help="the interpreted model only")
     args = ap.parse_args()
-    mine = [paced(same_rounds_as_sglang, pace=p) for p in ("default", "run")]
-    ref = sglang_reference()
-    if ref and "decisions_per_s" in ref:
-        for m in mine:
-            m["x_sglang_measured"] = round(m["decisions_per_s"] / ref["decisions_per_s"], 1)
-    out = [
-        *mine,
-        ref
-        or {"bench": "sglang reference", "skipped": "no .venv-sglang (scripts/conformance_env.sh)"},
-    ]
-    out += [paced(adder_only, 20000, pace=p) for p in ("default", "run")]
-    out += [bench(p, args.limit, True) for p in args.policy.split(",")]
-    if args.rerun:
-        out.append(rerun_rounds(args.rerun))
-    print(json.dumps(out, indent=2))
+    if args.pure:
+        source_only()
+    from kvforensics._compiled import COMPILED, describe
+
+    out = measure(args)
+    if args.pure or not COMPILED:
+        print(json.dumps([{"model": describe()}, *out], indent=2))
+        return
+    leg = subprocess.run(
+        [sys.executable, __file__, "--pure", *sys.argv[1:]],
+        capture_output=True, text=True, check=True, cwd=ROOT,
+    )  # fmt: skip
+    pure = json.loads(leg.stdout)[1:]
+    report = {"model": describe(), "compiled": out, "pure_python": pure,
+              "side_by_side": side_by_side(out, pure)}  # fmt: skip
+    print(json.dumps(report, indent=2))
 
 
 if __name__ == "__main__":

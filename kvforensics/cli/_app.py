@@ -16,8 +16,9 @@ app = typer.Typer(
 def _version(value: bool) -> None:
     if value:
         from kvforensics import __version__
+        from kvforensics._compiled import describe
 
-        typer.echo(f"kvforensics {__version__}")
+        typer.echo(f"kvforensics {__version__} ({describe()})")
         raise typer.Exit()
 
 

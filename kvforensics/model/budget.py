@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from enum import StrEnum
 
+from mypy_extensions import mypyc_attr
+
 
 class AddResult(StrEnum):
     CONTINUE = "CONTINUE"
@@ -15,6 +17,7 @@ class AddResult(StrEnum):
     OTHER = "OTHER"
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)  # copy and pickle make one without __init__
 class Budget:
     """``rem_total_tokens = B - total_offset`` and ``cur_rem_tokens = B - cur_offset``.
 

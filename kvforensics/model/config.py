@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Literal, get_args
+from typing import Any, Literal, get_args
 
 from kvforensics.model import sizing
 
@@ -43,12 +43,14 @@ def size_problems(sizes: dict[str, object]) -> list[tuple[str, str]]:
             out.append((name, f"is beyond any node (at most 2**40 = {MAX_TOKENS})"))
     if out:
         return out
-    page = sizes.get("page_size")
+    # every size is a whole number now
+    ints = {n: v for n, v in sizes.items() if isinstance(v, int)}
+    page = ints.get("page_size")
     # The fork only asks `align % page == 0`, so every aligned end is a page boundary.
-    align = sizes.get("align_size")
+    align = ints.get("align_size")
     if page and align and align % page:
         out.append(("align_size", f"must be a multiple of page_size {page}"))
-    chunk = sizes.get("chunked_prefill_size")
+    chunk = ints.get("chunked_prefill_size")
     if page and chunk is not None and chunk < page:
         out.append(("chunked_prefill_size", f"must be at least one page ({page})"))
     return out
@@ -85,7 +87,7 @@ class Config:
         if self.cache_kind not in get_args(CacheKind):
             raise ValueError(f"cache_kind must be 'hybrid' or 'radix', got {self.cache_kind!r}")
 
-    def with_(self, **changes: int | str) -> Config:
+    def with_(self, **changes: Any) -> Config:
         return replace(self, **changes)
 
     # Page arithmetic at this node's page size (the rules live in ``sizing``).

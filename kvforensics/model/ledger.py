@@ -13,6 +13,7 @@ from functools import partial
 from typing import NamedTuple
 
 import polars as pl
+from mypy_extensions import mypyc_attr
 
 
 class Step(NamedTuple):
@@ -78,7 +79,7 @@ def allocation(
     )  # fmt: skip
 
 
-_DTYPES: dict[str, pl.DataType] = {
+_DTYPES: dict[str, type[pl.DataType]] = {
     "call": pl.Utf8,
     "rid": pl.Utf8,
     "decision": pl.Utf8,
@@ -88,12 +89,13 @@ _DTYPES: dict[str, pl.DataType] = {
 }
 NAMES: tuple[str, ...] = Step._fields
 #: (column, dtype) in record order
-COLUMNS: tuple[tuple[str, pl.DataType], ...] = tuple((c, _DTYPES.get(c, pl.Int64)) for c in NAMES)
+COLUMNS: tuple[tuple[str, type[pl.DataType]], ...] = tuple((c, _DTYPES.get(c, pl.Int64)) for c in NAMES)
 SCHEMA = dict(COLUMNS)
 #: columns added after ledger files were first written: a file without them still reads
 LATER = ("need", "unaligned_end", "tail_need", "rem_input_tokens", "rem_input_after")
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)  # a subclass's ``add`` sees every step
 class Ledger:
     """Steps appended in order; cheap enough to keep on in long simulations."""
 

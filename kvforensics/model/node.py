@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from operator import attrgetter
-from typing import NamedTuple, Protocol
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, cast
+
+from mypy_extensions import mypyc_attr
 
 from kvforensics.collector import fewer_collections
 from kvforensics.model.adder import CONTINUE, PrefillAdder
@@ -20,7 +22,11 @@ from kvforensics.model.profiles import FORK, Profile
 from kvforensics.model.request import Request
 from kvforensics.model.sizing import pages_for
 
+if TYPE_CHECKING:
+    import polars as pl
 
+
+@mypyc_attr(native_class=False)  # frozen: mypyc's copy and pickle would set its fields
 @dataclass(frozen=True, slots=True)
 class Timing:
     """How long things take. Rounds and transfers are what move memory, so the model needs
@@ -61,6 +67,7 @@ class PrefixSource(Protocol):
         """``req``'s KV has left for the decode node and is cache from now on."""
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)  # copy and pickle make one without __init__
 @dataclass(slots=True)
 class Inflight:
     """KV that is being sent to a decode node: held until ``done_at``, then cache."""
@@ -109,6 +116,7 @@ class Batch(NamedTuple):
     available: int = 0
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)  # copy and pickle make one without __init__
 @dataclass(slots=True)
 class RoundRecord:
     round: int
@@ -124,6 +132,7 @@ class RoundRecord:
     unallocated_tail: int
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)  # copy and pickle make one without __init__
 @dataclass(slots=True)
 class OutOfMemory:
     round: int
@@ -134,7 +143,7 @@ class OutOfMemory:
     evictable_size: int
     message: str
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         return {
             "round": self.round,
             "rid": self.rid,
@@ -143,6 +152,7 @@ class OutOfMemory:
         }
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)  # copy and pickle make one without __init__
 @dataclass(slots=True)
 class RunResult:
     policy: str
@@ -153,13 +163,13 @@ class RunResult:
     pool: PagePool
     waiting_left: list[str] = field(default_factory=list)
 
-    def ledger_frame(self):
+    def ledger_frame(self) -> pl.DataFrame:
         """The ledger as a DataFrame, with the policy as first column."""
         import polars as pl
 
         return self.ledger.to_frame().select(pl.lit(self.policy).alias("policy"), pl.all())
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         return {
             "policy": self.policy,
             "oom": self.oom.as_dict() if self.oom else None,
@@ -184,6 +194,7 @@ class RunResult:
         }
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)  # copy and pickle make one without __init__
 class PrefillNode:
     def __init__(
         self,
@@ -191,10 +202,10 @@ class PrefillNode:
         policy: Policy,
         pool: PagePool,
         *,
-        waiting: list[Request] = (),
+        waiting: Iterable[Request] = (),
         chunked: Request | None = None,
-        inflight: list[Inflight] = (),
-        arrivals: list[Request] = (),
+        inflight: Iterable[Inflight] = (),
+        arrivals: Sequence[Request] = (),
         timing: Timing = Timing(),
         profile: Profile = FORK,
         first_round: int = 0,
@@ -243,7 +254,7 @@ class PrefillNode:
         policy: Policy,
         state: NodeState,
         *,
-        arrivals: list[Request] = (),
+        arrivals: Sequence[Request] = (),
         timing: Timing = Timing(),
         profile: Profile = FORK,
         record: bool = True,
@@ -344,7 +355,11 @@ class PrefillNode:
         adder, pieces, base0, skipped, oom, _ = self.batch()
         if oom is not None:
             return oom
-        decisions = [(s.call, s.rid, s.decision, s.budget_state) for s in adder.steps]
+        # an adder's step always has these four
+        decisions = cast(
+            "list[tuple[str, str, str, str]]",
+            [(s.call, s.rid, s.decision, s.budget_state) for s in adder.steps],
+        )
         if not pieces:
             # Nothing fits: wait for memory (a transfer) or for new work.
             rec = self._close_round(t_start, [], decisions, skipped, base0, 0)
@@ -373,9 +388,13 @@ class PrefillNode:
             skipped = self._admit(adder)
         except PrefillOutOfMemory as exc:
             # a host hit's load-back found the slots the baseline counted unevictable
-            rid = self.waiting[0].rid if self.waiting else self.chunked.rid
-            oom = self._out_of_memory(exc, rid, adder.step + 1, base0)
-            return Batch(adder, [], base0, False, oom, oom.available)
+            if self.waiting:
+                rid = self.waiting[0].rid
+            else:
+                assert self.chunked is not None, "a load-back with no request to load for"
+                rid = self.chunked.rid
+            lost = self._out_of_memory(exc, rid, adder.step + 1, base0)
+            return Batch(adder, [], base0, False, lost, lost.available)
         if not adder.pieces:
             return Batch(adder, [], base0, skipped, None, pool.baseline())
         pieces = [(r.rid, s, e) for r, s, e in adder.pieces]

@@ -10,7 +10,10 @@ moves slots from the evictable part to the free part).
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+
+from mypy_extensions import mypyc_attr
 
 from kvforensics.model.sizing import batch_ask, pages_for
 
@@ -43,6 +46,8 @@ def oom_message(
     )
 
 
+# a Python class when compiled: mypyc's classes cannot derive from RuntimeError
+@mypyc_attr(native_class=False)
 class PrefillOutOfMemory(RuntimeError):
     """SGLang's ``Prefill out of memory`` error, with the same message text."""
 
@@ -61,6 +66,7 @@ class PrefillOutOfMemory(RuntimeError):
         super().__init__(oom_message(tokens, available, evictable, cache_kind, swa))
 
 
+@mypyc_attr(native_class=False)  # frozen: mypyc's copy and pickle would set its fields
 @dataclass(frozen=True, slots=True)
 class PoolOp:
     """One thing done to the pool, in order. ``kvforensics exec`` replays these on tensors.
@@ -80,6 +86,7 @@ class PoolOp:
     tokens: int = 0
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)  # tests refuse load-backs in a subclass
 class PagePool:
     """Free slots + evictable cache entries (kept in eviction order) + locked entries.
 
@@ -121,7 +128,7 @@ class PagePool:
         page_size: int,
         size: int,
         free: int,
-        evictable: dict[str, int] | None = None,
+        evictable: Mapping[str, int] | Iterable[tuple[str, int]] | None = None,
         cache_kind: str = "hybrid",
         record: bool = True,
         unevictable: int = 0,
@@ -192,9 +199,18 @@ class PagePool:
         """Slots not free and not evictable: held by requests or locked cache."""
         return self.size - self.baseline()
 
-    def _op(self, op: str, **kw: int | str) -> None:
+    def _op(
+        self,
+        op: str,
+        *,
+        owner: str = "",
+        key: str = "",
+        start: int = 0,
+        end: int = 0,
+        tokens: int = 0,
+    ) -> None:
         if self.record:
-            self.ops.append(PoolOp(self.round, op, **kw))
+            self.ops.append(PoolOp(self.round, op, owner, key, start, end, tokens))
 
     # -- locking --------------------------------------------------------------
     def lock(self, keys: tuple[str, ...]) -> int:

@@ -9,12 +9,15 @@ from __future__ import annotations
 
 from collections import OrderedDict
 
+from mypy_extensions import mypyc_attr
+
 from kvforensics.model.config import Config
 from kvforensics.model.pool import PagePool
 from kvforensics.model.radix import RadixPagePool
 from kvforensics.model.request import Request
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)  # copy and pickle make one without __init__
 class BlockPrefixCache:
     def __init__(self, cfg: Config, *, block_size: int, host_capacity: int):
         if block_size % cfg.page_size:
@@ -69,6 +72,7 @@ class BlockPrefixCache:
         """Nothing: a request's blocks become cache when its transfer ends."""
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)  # copy and pickle make one without __init__
 class RadixPrefixCache:
     """Prefix hits from SGLang's radix tree (``RadixPagePool.tree``), for trace-driven
     runs on a radix cache with no host tier. Block ``h`` of ``block_size`` tokens is the

@@ -19,10 +19,13 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, replace
 
+from mypy_extensions import mypyc_attr
+
 from kvforensics.model.budget import AddResult
 from kvforensics.model.config import Config
 
 
+@mypyc_attr(native_class=False)  # frozen: mypyc's copy and pickle would set its fields
 @dataclass(frozen=True, slots=True)
 class Profile:
     name: str

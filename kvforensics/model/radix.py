@@ -20,10 +20,13 @@ from __future__ import annotations
 import heapq
 import itertools
 
+from mypy_extensions import mypyc_attr
+
 from kvforensics.model.pool import PagePool, PrefillOutOfMemory
 from kvforensics.model.sizing import pages_for
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)  # copy and pickle make one without __init__
 class Node:
     __slots__ = ("children", "id", "key", "last_access", "lock_ref", "parent")
 
@@ -36,6 +39,7 @@ class Node:
         self.id = node_id
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)  # copy and pickle make one without __init__
 class RadixTree:
     """Page ids in, token counts out (``page_size`` tokens per id)."""
 
@@ -54,9 +58,11 @@ class RadixTree:
 
     def _split(self, child: Node, n: int) -> Node:
         """``child`` keeps its last ``len - n`` pages; a new node above it takes the first ``n``."""
-        upper = self._node(child.key[:n], child.parent)
+        parent = child.parent
+        assert parent is not None, "the root is never split"
+        upper = self._node(child.key[:n], parent)
         upper.lock_ref = child.lock_ref
-        child.parent.children[child.key[0]] = upper
+        parent.children[child.key[0]] = upper
         child.key = child.key[n:]
         upper.children = {child.key[0]: child}
         child.parent = upper
@@ -108,7 +114,9 @@ class RadixTree:
                 moved += len(node.key) * self.page_size
             node.lock_ref += 1
             self._update_leaf(node)
-            node = node.parent
+            parent = node.parent
+            assert parent is not None, "a path below the root ends at the root"
+            node = parent
         self.evictable -= moved
         self.protected += moved
         return moved
@@ -121,7 +129,9 @@ class RadixTree:
                 moved += len(node.key) * self.page_size
             node.lock_ref -= 1
             self._update_leaf(node)
-            node = node.parent
+            parent = node.parent
+            assert parent is not None, "a path below the root ends at the root"
+            node = parent
         self.evictable += moved
         self.protected -= moved
         return moved
@@ -130,12 +140,14 @@ class RadixTree:
         """Whole unlocked leaves, least recently used first, until ``tokens`` are freed."""
         heap = [(x.last_access, x.id, x) for x in self._leaves]
         heapq.heapify(heap)
-        out, freed = [], 0
+        out: list[Node] = []
+        freed = 0
         while freed < tokens and heap:
             _, _, x = heapq.heappop(heap)
             freed += len(x.key) * self.page_size
             out.append(x)
             parent = x.parent
+            assert parent is not None, "the root is never a leaf to evict"
             del parent.children[x.key[0]]
             self.evictable -= len(x.key) * self.page_size
             self._leaves.discard(x)
@@ -159,6 +171,7 @@ def _common(node_key: tuple[int, ...], key: tuple[int, ...], at: int) -> int:
     return i
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class RadixPagePool(PagePool):
     """A page pool whose cache is a radix tree, as SGLang's ``RadixCache`` with its paged
     allocator: requests lock tree nodes (``prefix_keys`` name them), a computed piece

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from mypy_extensions import mypyc_attr
 
+
+@mypyc_attr(allow_interpreted_subclasses=True)  # copy and pickle make one without __init__
 @dataclass(slots=True)
 class Request:
     """One prompt waiting for, or in, prefill.

@@ -99,7 +99,10 @@ def test_version():
 
     r = cli("--version")
     assert r.returncode == 0
-    assert r.stdout.strip() == f"kvforensics {version('kvforensics')}"
+    assert r.stdout.strip() in {
+        f"kvforensics {version('kvforensics')} (pure Python)",
+        f"kvforensics {version('kvforensics')} (compiled: model)",
+    }
 
 
 def test_explain_of_logs_takes_the_transfer_time():
