@@ -120,6 +120,7 @@ def _on_logs(
     """Replay the logs and write their report: (the replay, the files written)."""
     rr, results = replay_inputs(inputs, names, **opts.replay_kwargs())
     head, story, evidence = log_report(rr, names, inputs)
+    assert rr.profile is not None  # a replay of logs always says which profile it ran
     paths = write_report(
         out,
         results,

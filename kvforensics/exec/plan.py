@@ -12,12 +12,14 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from kvforensics.errors import InputError
 
 if TYPE_CHECKING:  # the model is only needed to build a plan from a run
     from kvforensics.model import PagePool, PoolOp, RunResult
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -196,10 +198,17 @@ def attempted_from_ledger(result: RunResult) -> list[tuple[int, str, int, int]]:
     """
     allocated = {op.round for op in result.pool.ops if op.op == "alloc"}
     return [
-        (s.round, s.rid, s.start, s.end)
+        (_always(s.round), _always(s.rid), _always(s.start), _always(s.end))
         for s in result.ledger.rows
         if s.decision in _ADMITTED and s.round not in allocated
     ]
+
+
+def _always(value: T | None) -> T:
+    """A field an admitted adder step always holds (its round, request and piece): the
+    ledger's ``Step`` makes every field optional for the kinds of step that lack it."""
+    assert value is not None
+    return value
 
 
 def plan_from_result(snapshot: PoolSnapshot, result: RunResult, cfg: Any = None, **kw: Any) -> Plan:

@@ -269,8 +269,10 @@ def _first_check_baseline(node: PrefillNode, least_lock: int) -> int:
     pre = node.pool.baseline()
     trial = copy.deepcopy(node)
     steps = trial.batch().adder.steps
-    first = next((s for s in steps if s.call == "add_one_req" and s.baseline is not None), None)
-    own = pre - first.baseline if first is not None else 0
+    first = next(
+        (s.baseline for s in steps if s.call == "add_one_req" and s.baseline is not None), None
+    )
+    own = pre - first if first is not None else 0
     return pre - max(own, least_lock)
 
 

@@ -9,7 +9,7 @@ adder's arithmetic stays in ``kvforensics.model``.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from kvforensics.causes.gaps import through_gaps, unreserved
 from kvforensics.model import POLICIES, OutOfMemory, RunResult, Timing
@@ -20,6 +20,8 @@ from kvforensics.replay.state import Sizes, node_at
 from kvforensics.replay.verdict import first_token_delays
 from kvforensics.rounds import Rebuild, Round
 from kvforensics.rounds.compact import Spool, pack_time, unpack_time
+
+T = TypeVar("T")
 
 #: the fixes whose refusals are counted, when the model has them
 FIXES = ("fixed", "park")
@@ -136,7 +138,15 @@ class Rerun:
         return self._adder
 
     def admitted(self) -> list[str]:
-        return [r.rid for r in self.adder() if r.decision in ADMITTED]
+        return [_always(r.rid) for r in self.adder() if r.decision in ADMITTED]
+
+
+def _always(value: T | None) -> T:
+    """A ledger field that every step of the kind read holds (an adder step's request, an
+    admitted piece's start and end, an allocation's baseline after it). ``Step`` makes
+    every field optional because no one kind of step has them all."""
+    assert value is not None
+    return value
 
 
 def rerun(known: Sizes, rnd: Round, policy: str, profile: Profile = FORK) -> Rerun:
@@ -159,10 +169,10 @@ def gap_admissions(run: Rerun, rnd: Round) -> list[GapAdmission]:
         GapAdmission(
             round=rnd.index,
             time=_time(rnd),
-            victim_rid=victim.rid,
+            victim_rid=_always(victim.rid),
             unreserved_tail=unreserved(victim),
-            intruder_rid=row.rid,
-            intruder_compute=row.end - row.start,
+            intruder_rid=_always(row.rid),
+            intruder_compute=_always(row.end) - _always(row.start),
             intruder_load_back=row.load_back or 0,
             rem_total_tokens=row.rem_total_tokens,
             leftover_chunk_budget=victim.rem_chunk_after,
@@ -179,7 +189,7 @@ def margin(run: Rerun, rnd: Round) -> tuple[int, int, bool] | None:
     allocs = [r for r in run.steps if r.call == "allocate"]
     if not allocs:
         return None
-    return allocs[-1].baseline_after, tails, False
+    return _always(allocs[-1].baseline_after), tails, False
 
 
 def _fix_may_refuse(run: Rerun) -> bool:

@@ -15,7 +15,7 @@ Two kinds of chain are reduced:
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeVar
 
 from kvforensics.errors import InputError
 from kvforensics.model import OutOfMemory, RunResult, Step
@@ -24,6 +24,18 @@ from kvforensics.reproduce.case import Case
 TAIL, OUTSIDE = "unreserved_tail", "external_allocation"
 #: rounds a run of a candidate may take (a candidate that needs more is not kept)
 MAX_ROUNDS = 2000
+
+T = TypeVar("T")
+#: (round, request) as the ledger holds them
+_Key = tuple[int | None, str | None]
+
+
+def always(value: T | None) -> T:
+    """A ledger field that every step of the kind read holds (an adder step's round, step,
+    request, lengths and budgets; an admitted piece's start and end). ``Step`` makes every
+    field optional because an allocation's step has none of the adder's books."""
+    assert value is not None
+    return value
 
 
 class Link(NamedTuple):
@@ -105,10 +117,15 @@ def find_link(pre: RunResult, fixed: RunResult) -> Link | None:
     rows = [s for s in pre.ledger.rows if s.call in ("add_one_req", "add_chunked_req")]
     refused, seen = _refused_under(fixed), _seen(fixed)
     for t in rows:
-        if not (t.rid == victim and t.round <= last and _truncated(t) and t.rem_chunk_after > 0):
+        if not (
+            t.rid == victim
+            and always(t.round) <= last
+            and _truncated(t)
+            and always(t.rem_chunk_after) > 0
+        ):
             continue
         for s in rows:
-            later = s.round == t.round and s.step > t.step
+            later = s.round == t.round and always(s.step) > always(t.step)
             if (
                 later
                 and s.decision in ("full", "truncated")
@@ -119,20 +136,22 @@ def find_link(pre: RunResult, fixed: RunResult) -> Link | None:
 
 
 def _truncated(s: Step) -> bool:
-    return s.decision in ("truncated", "resumed") and s.end < s.seq_len
+    return s.decision in ("truncated", "resumed") and always(s.end) < always(s.seq_len)
 
 
-def _refused_under(res: RunResult) -> set[tuple[int, str]]:
+def _refused_under(res: RunResult) -> set[_Key]:
     return {(s.round, s.rid) for s in res.ledger.rows if s.decision == "rejected"}
 
 
-def _seen(res: RunResult) -> set[tuple[int, str]]:
+def _seen(res: RunResult) -> set[_Key]:
     return {(s.round, s.rid) for s in res.ledger.rows if s.call == "add_one_req"}
 
 
 def _link(t: Step, s: Step) -> Link:
+    end = always(t.end)
     return Link(
-        t.call, t.round, t.rid, (t.start, t.end), t.unaligned_end or t.end, t.seq_len,
-        t.rem_chunk_after, s.rid, (s.start, s.end), s.load_back or 0, s.need or 0,
-        s.rem_total_tokens,
+        always(t.call), always(t.round), always(t.rid), (always(t.start), end),
+        t.unaligned_end or end, always(t.seq_len), always(t.rem_chunk_after), always(s.rid),
+        (always(s.start), always(s.end)), s.load_back or 0, s.need or 0,
+        always(s.rem_total_tokens),
     )  # fmt: skip

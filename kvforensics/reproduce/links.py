@@ -11,7 +11,7 @@ from typing import NamedTuple
 from kvforensics.model import PrefillNode
 from kvforensics.model.sizing import ceil_page, memory_need, resumed_piece, tail_need
 from kvforensics.reproduce.case import Ask, Case, from_node
-from kvforensics.reproduce.chain import Chain
+from kvforensics.reproduce.chain import Chain, always
 
 RESUMED = "test_resumed_chunk_tail_blocks_waiting_admission"
 
@@ -61,8 +61,8 @@ def one_round(case: Case, spec: RoundSpec, policy: str) -> tuple[Call, ...]:
     profile)."""
     node = _node(case, spec, policy)
     steps = node.batch().adder.steps
-    return tuple(Call(s.call, s.rid, s.decision, s.start, s.end, s.budget_state,
-                      s.load_back or 0) for s in steps)  # fmt: skip
+    return tuple(Call(always(s.call), always(s.rid), always(s.decision), s.start, s.end,
+                      always(s.budget_state), s.load_back or 0) for s in steps)  # fmt: skip
 
 
 def _node(case: Case, spec: RoundSpec, policy: str) -> PrefillNode:
@@ -86,7 +86,7 @@ def chain_round(case: Case, chain: Chain, fix: str) -> LinkTest | str:
     st = state_at(case, lk.round)
     node = case.node("prefix")
     rows = [s for s in node.run(lk.round + 1).ledger.rows if s.round == lk.round]
-    order = [s.rid for s in rows if s.call == "add_one_req"]
+    order = [always(s.rid) for s in rows if s.call == "add_one_req"]
     upto = order[: order.index(lk.intruder) + 1]
     by_rid = {a.rid: a for a in st.waiting}
     chunked = None

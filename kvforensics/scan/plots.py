@@ -58,7 +58,7 @@ def plot_gaps(fleet: Fleet, path: Path) -> Path:
         xs: list[Any] = [_when(g) if timed else g.round for g in gaps]
         sizes = [12 + 140 * g.intruder_load_back / top for g in gaps]
         ax.scatter(
-            xs,  # type: ignore[arg-type]  # matplotlib plots datetimes; its stub lists numbers
+            xs,
             [y] * len(gaps),
             s=sizes,
             color=COLORS.tail,
