@@ -92,6 +92,7 @@ def rounds(
     if output is not None:
         _write(logs, output, opts, narrow, jobs, engine)
         return
+
     def read(hold: bool) -> LogRounds:
         return from_logs(
             logs, overrides=opts.overrides(), rank=opts.rank, formats=formats, hold=hold,
@@ -109,6 +110,11 @@ def rounds(
             deciding_rank(got.events, opts.rank)
         _batch_level(got.events, got.summary, fmt, last, opts.rank)
         return
+    _show(got, fmt, last)
+
+
+def _show(got: LogRounds, fmt: str, last: int) -> None:
+    """The rebuilt rounds, as a table or JSON; exits with the contradictions' code."""
     events, summary, rb = got.events, got.summary, got.rebuild
     assert rb is not None  # a read that does not hold back always rebuilds
     adder = events.filter(pl.col("kind") == "adder_check")["rank"]
