@@ -22,9 +22,11 @@ from setuptools import setup
 from setuptools.command.build_ext import build_ext
 
 ROOT = Path(__file__).resolve().parent
-#: the modules mypyc compiles. Left interpreted: ``__init__`` (it only re-exports) and
+#: the modules mypyc compiles. Left interpreted: ``__init__`` (it only re-exports),
 #: ``config`` (the scenario schema reads ``Config``'s field annotations, which mypyc
-#: replaces by their runtime classes: ``Literal[...]`` becomes ``type``).
+#: replaces by their runtime classes: ``Literal[...]`` becomes ``type``) and ``decisions``
+#: (the names of decisions and calls as string enums, read by the stages above the model;
+#: no model code runs through it).
 COMPILED = [
     f"kvforensics/model/{name}.py"
     for name in (
