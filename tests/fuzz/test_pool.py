@@ -23,6 +23,8 @@ def _probe_worker(conn, sys_tmp: str, limit_kb: int) -> None:
             child = multiprocessing.get_context("spawn").Process(target=time.sleep, args=(0,))
             child.start()
             child.join()
+        if job == 8:  # a case that leaves memory behind in the worker
+            _KEPT.append(bytearray(150 << 20))
         held = bytearray((300 if job == 1 else 150 if job == 2 else 0) << 20)
         time.sleep(0.3 if job == 1 else 0)  # long enough for the parent to see it
         del held
@@ -31,11 +33,15 @@ def _probe_worker(conn, sys_tmp: str, limit_kb: int) -> None:
     serve(conn, run_one, limit_kb)
 
 
-def _run(jobs):
+_KEPT: list[bytearray] = []
+
+
+def _run(jobs, resting_kb: int = LIMIT_KB):
     got = {}
     pool = Pool(
-        1, Path(tempfile.mkdtemp(prefix="kvf-pool-")), target=_probe_worker, limit_kb=LIMIT_KB
-    )
+        1, Path(tempfile.mkdtemp(prefix="kvf-pool-")), target=_probe_worker, limit_kb=LIMIT_KB,
+        resting_kb=resting_kb,
+    )  # fmt: skip
     pool.run(jobs, lambda r: got.__setitem__(r[0], r))
     pool.close()
     return got, pool.restarts
@@ -53,3 +59,12 @@ def test_each_case_has_its_own_peak_and_a_worker_over_the_limit_is_replaced():
         assert got[j][6] < 100 * MIB, (j, got[j][6] >> 10)
     # replaced after job 1 (over the limit) and after job 3 (out of time)
     assert restarts == 2
+
+
+def test_a_worker_resting_high_after_a_case_is_replaced():
+    """What a case left allocated in its worker would count in the next case's peak; a
+    command run on its own never carries it. Such a worker is replaced first."""
+    got, restarts = _run([8, 0], resting_kb=100 * MIB)
+    assert not got[8][4] and got[8][6] > 150 * MIB  # under the limit: no finding
+    assert got[0][6] < 100 * MIB, got[0][6] >> 10  # measured in a fresh worker
+    assert restarts == 1
