@@ -47,16 +47,13 @@ class HoldsFor:
         places = len({c.pick for c in self.cases}) > 1
         sizes = len({c.most for c in self.cases}) > 1
         moved = len({c.offset for c in self.cases}) > 1
-        every = (
-            f"every transfer time tried ({span})"
-            + (" and every placement of the events the evidence allows" if places else "")
-            + (" and the events a round earlier or later" if moved else "")
-            + (
-                " and whatever size the outside allocation had (the logs bound it below)"
-                if sizes
-                else ""
-            )
+        parts = [f"every transfer time tried ({span})"]
+        parts += ["every placement of the events the evidence allows"] if places else []
+        parts += ["the events a round earlier or later"] if moved else []
+        parts += (
+            ["whatever size the outside allocation had (the logs bound it below)"] if sizes else []
         )
+        every = parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
         if self.answer == "no out of memory":
             return f"avoids it for {every}"
         if self.answer == "out of memory":
