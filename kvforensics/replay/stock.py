@@ -46,8 +46,13 @@ class ObservedOom:
     where: str
     exception: str | None = None
 
+    @property
+    def full(self) -> PoolReading:
+        """The full pool's reading (the first the message prints); empty when none."""
+        return self.readings[0] if self.readings else PoolReading("full")
+
     def as_dict(self) -> dict[str, Any]:
-        full = self.readings[0] if self.readings else PoolReading("full")
+        full = self.full
         return {
             "phase": self.phase,
             "pool": self.arithmetic.pool,

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from kvforensics.causes.oom import OomFigures
 from kvforensics.replay.whole_log import WholeLog
 
 
@@ -33,27 +34,31 @@ class NodeOom:
     """One out-of-memory of a node, with its held causes. ``where`` is the line of a
     release log's message (a replayed node's out-of-memory is placed by round instead)."""
 
-    round: int | None
-    rid: str | None
-    tokens: int | None
-    available: int | None
-    swa_available: int | None = None
-    mamba_available: int | None = None
+    figures: OomFigures
     reproduced: bool | None
     causes: tuple[HeldCause, ...]
     where: str | None = None
     #: a release log's event: its JSON carries ``where``
     from_release: bool = False
 
+    @property
+    def round(self) -> int | None:
+        return self.figures.round
+
+    @property
+    def rid(self) -> str | None:
+        return self.figures.rid
+
+    @property
+    def tokens(self) -> int | None:
+        return self.figures.tokens
+
+    @property
+    def available(self) -> int | None:
+        return self.figures.available
+
     def as_dict(self) -> dict[str, object]:
-        out: dict[str, object] = {
-            "round": self.round,
-            "rid": self.rid,
-            "tokens": self.tokens,
-            "available": self.available,
-        }
-        extra = {"swa_available": self.swa_available, "mamba_available": self.mamba_available}
-        out.update({k: v for k, v in extra.items() if v is not None})
+        out = self.figures.as_dict()
         out.update(reproduced=self.reproduced, causes=[c.as_dict() for c in self.causes])
         if self.from_release:
             out["where"] = self.where

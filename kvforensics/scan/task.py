@@ -9,6 +9,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from kvforensics.causes.oom import OomFigures
 from kvforensics.errors import KvfError
 from kvforensics.logs.source import check_readable
 from kvforensics.model import POLICIES
@@ -159,10 +160,9 @@ def _stock(
     arithmetic; no round can be re-run, so there are no whole-log findings."""
     ooms = tuple(
         NodeOom(
-            round=None,
-            rid=None,
-            tokens=o.tokens,
-            available=o.as_dict()["available"],
+            figures=OomFigures(
+                round=None, rid=None, tokens=o.tokens, available=o.full.available
+            ),
             reproduced=None,
             causes=(HeldCause(str(o.arithmetic.mechanism), o.arithmetic.reason, None),),
             where=o.where,
@@ -192,12 +192,7 @@ def _ooms(rr: ReplayResult) -> tuple[NodeOom, ...]:
         return ()
     return (
         NodeOom(
-            round=o.round,
-            rid=o.rid,
-            tokens=o.tokens,
-            available=o.available,
-            swa_available=o.swa_available,
-            mamba_available=o.mamba_available,
+            figures=o,
             reproduced=rr.reproduced,
             causes=held_causes(rr),
         ),
