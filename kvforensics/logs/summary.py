@@ -38,6 +38,21 @@ class ParseSummary:
     outside_times: dict[str, int] = field(default_factory=dict)
     untimed_kept: int = 0
 
+    def add_counts(self, x: ParseSummary, samples: int) -> None:
+        """Another read's counts added to these (a later part of the same file), its
+        samples after these, up to ``samples`` of each kind."""
+        for k, v in x.matched.items():
+            self.matched[k] = self.matched.get(k, 0) + v
+        self.unmatched += x.unmatched
+        self.attached_lines += x.attached_lines
+        self.blank_lines += x.blank_lines
+        self.prefixed_lines += x.prefixed_lines
+        self.undated_events += x.undated_events
+        self.unreadable += x.unreadable
+        self.gaps += x.gaps
+        self.unmatched_samples = (self.unmatched_samples + x.unmatched_samples)[:samples]
+        self.unreadable_samples = (self.unreadable_samples + x.unreadable_samples)[:samples]
+
     @property
     def events_kept(self) -> int:
         return self.events - sum(self.outside_times.values())

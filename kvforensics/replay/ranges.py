@@ -856,24 +856,12 @@ def _summary(path: Path, results: list[PartResult]) -> ParseSummary:
     fs.wrapper = results[0].summary.files[0].wrapper
     s.files.append(fs)
     for r in results:
-        x, f = r.summary, r.summary.files[0]
+        f = r.summary.files[0]
         fs.bytes_read += f.bytes_read
         fs.lines += f.lines
         fs.ranks |= f.ranks
         fs.cut_last_line = f.cut_last_line
-        for k, v in x.matched.items():
-            s.matched[k] = s.matched.get(k, 0) + v
-        s.unmatched += x.unmatched
-        s.attached_lines += x.attached_lines
-        s.blank_lines += x.blank_lines
-        s.prefixed_lines += x.prefixed_lines
-        s.undated_events += x.undated_events
-        s.unreadable += x.unreadable
-        s.gaps += x.gaps
-        s.unmatched_samples += x.unmatched_samples
-        s.unreadable_samples += x.unreadable_samples
-    s.unmatched_samples = s.unmatched_samples[:UNMATCHED_SAMPLES]
-    s.unreadable_samples = s.unreadable_samples[:UNMATCHED_SAMPLES]
+        s.add_counts(r.summary, UNMATCHED_SAMPLES)
     return s
 
 
