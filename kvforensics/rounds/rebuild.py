@@ -121,24 +121,31 @@ class Rebuild:
         }
 
 
-def _first_lock(cfg: Config, rnd: Round) -> Prov | None:
+def _first_lock(cfg: Config, rnd: Round, before: Prov | None) -> Prov | None:
     """The first check's lock, where the evidence bounds it. Its line is printed with its
     device prefix locked; the resumed chunk was sized before that lock, and the fork asks
     ``add_one_req`` at all only when the budget state after the chunk was CONTINUE
     (``rem_total_tokens`` and ``cur_rem_tokens`` both above 0). A line that shows either at
     or below 0 after a resumed chunk therefore says the lock took at least enough to make
-    up the difference, in whole pages, and at most the prefix. None when the line says
-    nothing of it."""
+    up the difference, in whole pages, and at most the prefix. Within those bounds, the
+    fall from the baseline the previous round left (``before``) is the lock's size where
+    it is one; else the least. None when the line says nothing of it."""
     first = rnd.decisions[0]
     shown = min(first.rem_total_tokens, first.cur_rem_tokens)
     if shown > 0 or first.prefix_len <= 0 or not any(p.kind == "resumed" for p in rnd.pieces):
         return None
     least = min(cfg.ceil_page(1 - shown), first.prefix_len)
-    return Prov(least, INFERRED, [
+    fell = None if before is None or before.value is None else before.value - first.baseline
+    took = fell if fell is not None and least <= fell <= first.prefix_len else least
+    why = (
+        f"; the baseline fell {fell} from the {before.value} the previous round left"
+        if took == fell and before is not None and took != least else ""
+    )
+    return Prov(took, INFERRED, [
         f"{first.where}: rem_total_tokens {first.rem_total_tokens}, cur_rem_tokens "
         f"{first.cur_rem_tokens} after the resumed chunk, yet add_one_req ran: {first.rid}'s "
         f"prefix lock took at least {least} (at most its prefix {first.prefix_len}) before "
-        "the line was printed",
+        f"the line was printed{why}",
     ], (least, first.prefix_len))  # fmt: skip
 
 
@@ -288,6 +295,24 @@ def _first_start(
     return None
 
 
+def _walk_below(
+    cfg: Config, chunked: Chunked, b: int, lo: int, limit: int
+) -> list[tuple[int, int]] | None:
+    """The model's walk of silent rounds from the chunked request's known end and the
+    baseline ``b``: (start, baseline) before each step whose start is below ``lo``, where
+    the walk does not land in [lo, lo + page) (it passes over the window or finishes the
+    request first); None where it lands, or needs more than ``limit`` steps."""
+    seq, d = chunked.seq_len, chunked.done
+    out: list[tuple[int, int]] = []
+    while d < lo:
+        if len(out) >= limit:
+            return None
+        out.append((d, b))
+        end, _ = _chunk_step(cfg, d, seq, b)
+        b, d = b - cfg.pages_for(d, end), end
+    return None if d < lo + cfg.page_size and d < seq else out
+
+
 def _resumed_end(cfg: Config, start: int, spent: int) -> int | None:
     """The end of a non-last resumed piece from ``start`` whose page-ceiled length is
     ``spent``: aligned down to the checkpoint align unless that would reach the start.
@@ -346,6 +371,30 @@ def _oom_start(
         b -= cfg.pages_for(d, end)
         d = end
     return (first, True) if first is not None else (stop, False)
+
+
+def _tree_start(
+    cfg: Config, chunked: Chunked, base_end: Prov | None, oom: LoggedOom, limit: int
+) -> int | None:
+    """Where the out-of-memory piece starts by the tree dump after the message: the
+    chunked request's computed prefix is a locked path there, so the crash piece starts
+    at one of the tree's locked path lengths. Among the starts the model's walk reaches
+    from the last known end (every silent round's piece as the assumed baseline sizes
+    it), the one the tree shows, from which the line's availability gives the logged
+    piece; None when the tree shows none of them, or more than one."""
+    tokens, avail = oom.tokens, oom.available
+    if not oom.tree_paths or tokens is None or avail is None:
+        return None
+    seq, d, b = chunked.seq_len, chunked.done, _value(base_end)
+    found: list[int] = []
+    for _ in range(min(seq - d, limit) + 1):
+        if d in oom.tree_paths and _chunk_step(cfg, d, seq, avail)[0] - d == tokens:
+            found.append(d)
+        end, forced = _chunk_step(cfg, d, seq, b)
+        if forced or end >= seq:
+            break  # a forced step would have run out of memory itself
+        b, d = b - cfg.pages_for(d, end), end
+    return found[0] if len(found) == 1 else None
 
 
 def _move_bracketed_end(
@@ -696,7 +745,7 @@ class Rebuilder:
                 if d.decision == "truncated":
                     self.chunked = Chunked(d.rid, d.seq_len, d.end)
         rnd.baseline = Prov(first.baseline, OBSERVED, [first.where])
-        rnd.first_lock = _first_lock(cfg, rnd)
+        rnd.first_lock = _first_lock(cfg, rnd, self.base_end)
         last = rnd.decisions[-1]
         loaded = last.load_back_slots(cfg)
         alloc = sum(cfg.pages_for(p.start, p.end) for p in rnd.pieces)
@@ -724,7 +773,8 @@ class Rebuilder:
         if promised == cfg.max_new_tokens and cfg.ceil_page(seq - done) != spent:
             # Silent rounds came first; the last piece is the one whose page-ceiled
             # length the chunk budget shows.
-            self._gap(seq, rnd.time, stop=lambda d: cfg.ceil_page(seq - d) <= spent)
+            if not self._rise_to_last(seq - spent, rnd.time):
+                self._gap(seq, rnd.time, stop=lambda d: cfg.ceil_page(seq - d) <= spent)
         elif promised != cfg.max_new_tokens:
             # A non-last piece of this size: where the model's own sizing first gives one
             # is where it starts; the rounds before it printed nothing.
@@ -760,6 +810,53 @@ class Rebuilder:
             )
         )
         self.chunked = Chunked(rid, seq, end) if end < seq else None
+
+    def _rise_to_last(self, lo: int, time: datetime | None) -> bool:
+        """Silent rounds before a resumed last piece that starts in [lo, lo + page): where
+        the model's walk from the assumed baseline cannot start one there (its steps pass
+        over that window, or take the forced branch with no out-of-memory logged), memory
+        came back during the walk, and one round rose to end in the window. Which round
+        rose: the one whose size another rank's batch line prints, else the walk's last
+        before it would pass the window (the baseline assumed unchanged as long as the
+        evidence lets it). Returns False, adding nothing, where the walk lands or no rise
+        ends there (the plain walk then says what it can)."""
+        cfg = self.cfg
+        assert self.chunked is not None  # ``_resumed`` checks
+        seq, hi = self.chunked.seq_len, lo + cfg.page_size - 1
+        steps = _walk_below(cfg, self.chunked, self._base(), lo, self._allowance(time))
+        if steps is None:
+            return False  # the walk lands in the window, or is out of evidence
+        rises = [(d, b, got) for d, b in steps
+                 if (got := _baselines_for(cfg, d, seq, lo, min(hi, seq - 1), b)) is not None]
+        if not rises:
+            return False
+        told = [(d, b, n) for d, b, _ in rises
+                if (n := self._batch_size(time, lo - d, min(hi, seq - 1) - d)) is not None]
+        if told:
+            d, b, (size, where) = told[0]
+            got = _baselines_for(cfg, d, seq, d + size, d + size, b)
+            if got is None:
+                return False
+            end, evid = d + size, f"{where}: #new-token {size} puts the end at {d + size}; "
+        else:
+            # a paged pool's baseline is whole pages: the least such one in the range
+            d, b, got = rises[-1]
+            paged = cfg.ceil_page(got[0])
+            end, evid = _chunk_step(cfg, d, seq, paged if paged <= got[1] else got[0])[0], ""
+        self._gap(d, time)
+        assert self.chunked is not None and self.chunked.done == d, "the walk reproduces"
+        least, most = _baselines_for(cfg, d, seq, end, end, b) or got
+        rose = Prov(least, INFERRED, [
+            f"{evid}at least {least} (at most {most}) for {self.chunked.rid}'s piece to end "
+            f"at {end}, where its last piece starts in [{lo}, {hi}] (the chunk budget at the "
+            f"next check); the baseline {b} the walk assumed does not start it there: "
+            "memory came back since (a KV transfer ended)",
+        ], (least, most))  # fmt: skip
+        r, self.chunked, self.base_end, _ = _risen_round(
+            cfg, self.chunked, rose, self.count, time, end
+        )
+        self._emit(r)
+        return True
 
     # -- a forward with no adder line -----------------------------------------
     def _forward(self, rnd: Round) -> None:
@@ -929,7 +1026,9 @@ class Rebuilder:
                 [
                     f"out of memory 'Try to allocate {tokens} tokens' ({oom.where}): "
                     f"the piece [{start}, {start} + {tokens})"
-                    + (", its last" if end == seq else f", not its last (seq_len {seq})"),
+                    + (", its last" if end == seq else f", not its last (seq_len {seq})")
+                    + (f"; the tree dump holds a locked path of {start} tokens"
+                       if placed == "tree" else ""),
                     "forced branch: rem_total_tokens <= 0"
                     if b <= 0
                     else f"min(chunk {self.cfg.chunked_prefill_size}, rem_total {b})",
@@ -957,12 +1056,15 @@ class Rebuilder:
     def _oom_start(self, oom: LoggedOom, time: datetime | None) -> tuple[int, str | None]:
         """Where the out-of-memory piece starts, and what places it ("walk": the model's
         walk from the last known baseline; "moved" or "pinned": the crash's own
-        availability; None: nothing does)."""
+        availability; "tree": the tree dump after the message; None: nothing does)."""
         cfg, tokens = self.cfg, oom.tokens
         assert tokens is not None and self.chunked is not None  # ``_oom`` checks
         rid, seq = self.chunked.rid, self.chunked.seq_len
         start, placed = _oom_start(cfg, self.chunked, self.base_end, tokens,
                                    self._allowance(time), oom.available)
+        treed = _tree_start(cfg, self.chunked, self.base_end, oom, self._allowance(time))
+        if treed is not None and (treed != start or not placed):
+            return treed, "tree"
         if placed or oom.available is None:
             return start, ("walk" if placed else None)
         avail = oom.available

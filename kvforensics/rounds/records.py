@@ -42,12 +42,16 @@ class LoggedOom:
     mamba_evictable_size: int | None = None
     round: int | None = None
     rid: str | None = None
+    #: the locked root-to-node path lengths of the tree dump after the message
+    #: (``logs.tree``): where a chunked request stood at the crash, when one is there
+    tree_paths: tuple[int, ...] = ()
 
     def placed(self, round: int | None, rid: str | None = None) -> LoggedOom:
         return replace(self, round=round, rid=rid)
 
     def as_dict(self) -> dict[str, Any]:
-        return {k: getattr(self, k) for k in self.__dataclass_fields__}
+        # the tree's paths are evidence the rebuild cites, not a figure of the message
+        return {k: getattr(self, k) for k in self.__dataclass_fields__ if k != "tree_paths"}
 
 
 @dataclass(slots=True)

@@ -81,6 +81,8 @@ class Oom(NamedTuple):
     oom_mamba_available: int | None
     oom_mamba_available_size: int | None
     oom_mamba_evictable_size: int | None
+    #: the lines the message carries after its head (the sizes, the tree dump)
+    attached: str | None
 
 
 #: one event row of a rebuild, told apart by its ``kind``

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from kvforensics.logs.tree import tree_paths
 from kvforensics.model import Config
 from kvforensics.rounds.records import Decision, LoggedOom, Round
 from kvforensics.rounds.rows import FIELDS, KINDS, Check, Oom, Row, Write, rows_of
@@ -157,11 +158,13 @@ class Segmenter:
             ev.oom_evictable_size,
             ev.where,
             ev.time.isoformat(sep=" ") if ev.time else None,
-            *(
-                getattr(ev, f"oom_{pool}_{part}")
-                for pool in ("swa", "mamba")
-                for part in ("available", "available_size", "evictable_size")
-            ),
+            swa_available=ev.oom_swa_available,
+            swa_available_size=ev.oom_swa_available_size,
+            swa_evictable_size=ev.oom_swa_evictable_size,
+            mamba_available=ev.oom_mamba_available,
+            mamba_available_size=ev.oom_mamba_available_size,
+            mamba_evictable_size=ev.oom_mamba_evictable_size,
+            tree_paths=tree_paths(ev.attached),
         )
         #: the last out-of-memory line (its round and rid are set once it is placed)
         self.oom = oom

@@ -82,27 +82,33 @@ def test_worlds_at_every_setting(tmp_path, seed, setting, outside, fast):
 
 @pytest.mark.slow
 @pytest.mark.parametrize(
-    "seed, setting, fast, what",
+    "seed, setting, outside, fast, what",
     [
-        (5068, 67, True, "a forced-size silent piece cut short: memory came back"),
-        (5026, 25, True, "a refused first check's lock after a resumed chunk"),
-        (5241, 240, False, "a logged baseline printed after its request's lock"),
-        (5032, 31, True, "a lock the logs show that the run cannot hold"),
-        (5136, 135, True, "two walk steps of the crash's size"),
-        (5289, 288, False, "in-block steps before memory came back, shown by PP3"),
+        (5068, 67, False, True, "a forced-size silent piece cut short: memory came back"),
+        (5026, 25, False, True, "a refused first check's lock after a resumed chunk"),
+        (5241, 240, False, False, "a logged baseline printed after its request's lock"),
+        (5032, 31, False, True, "a lock the logs show that the run cannot hold"),
+        (5136, 135, False, True, "two walk steps of the crash's size"),
+        (5289, 288, False, False, "in-block steps before memory came back, shown by PP3"),
+        (7410, 409, False, True, "a lock the walk before it measures, then a last piece"),
+        (5498, 497, True, True, "an outside allocation the crash's tree dump places"),
     ],
 )  # fmt: skip
-def test_worlds_the_rebuild_once_misread(tmp_path, seed, setting, fast, what):
+def test_worlds_the_rebuild_once_misread(tmp_path, seed, setting, outside, fast, what):
     """Worlds whose logs the rebuild once read wrong (a round too many or too few, a
     baseline outside the pool, an outside allocation where memory had come back): the
     crash is read and reproduced exactly, no contradiction is listed, the cause and every
     fix's answer are the world's."""
-    p = play(seed, setting=setting, outside=False, fast=fast)
+    p = play(seed, setting=setting, outside=outside, fast=fast)
     rr = _replayed(p, tmp_path)
     assert _oom(rr.rebuild.oom) == _oom(p.world.oom), what
     assert _oom(rr.results["prefix"].oom) == _oom(p.world.oom), what
     assert not rr.rebuild.contradictions, (what, rr.rebuild.contradictions)
     held = {c.id for c in rr.causes if c.held}
-    assert held & {"unreserved_tail", "external_allocation"} == {p.cause}, (what, held)
+    # an outside allocation may come on top of an unreserved tail; memory taken outside
+    # is never claimed where nothing was
+    assert p.cause in held, (what, held)
+    if p.cause == "unreserved_tail":
+        assert "external_allocation" not in held, (what, held)
     for policy in FIXES:
         assert _agrees(rr, p, policy), (what, policy, rr.holds[policy].sentence())
