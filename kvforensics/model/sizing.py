@@ -105,3 +105,37 @@ def resumed_end_for(start: int, spent: int, page: int, align: int) -> int | None
         if ceil_page(end - start, page) == spent:
             return end
     return None
+
+
+def resumed_baselines_for(
+    start: int, seq_len: int, rem_chunk: int, align: int, ends: tuple[int, int], above: int,
+    pool: int,
+) -> tuple[int, int] | None:
+    """The inverse of ``resumed_piece``: the baselines in (``above``, ``pool``] from which
+    the resumed piece from ``start`` ends in ``ends`` = [lo, hi], as (least, most); None
+    when none does. The end never falls as the baseline grows (past the forced branch at
+    <= 0), so both are bisections."""
+    lo, hi = ends
+    low = max(above + 1, 1)
+    if pool < low or resumed_piece(start, seq_len, rem_chunk, pool, align).end < lo:
+        return None
+    least = _least_baseline_to(start, seq_len, rem_chunk, align, lo, (low, pool))
+    if resumed_piece(start, seq_len, rem_chunk, least, align).end > hi:
+        return None
+    most = _least_baseline_to(start, seq_len, rem_chunk, align, hi + 1, (least, pool + 1)) - 1
+    return least, most
+
+
+def _least_baseline_to(
+    start: int, seq_len: int, rem_chunk: int, align: int, target: int, within: tuple[int, int]
+) -> int:
+    """The least baseline in [low, high) whose resumed piece ends at or past ``target``;
+    ``high`` when none does (``high`` itself is never sized)."""
+    low, high = within
+    while low < high:
+        mid = (low + high) // 2
+        if resumed_piece(start, seq_len, rem_chunk, mid, align).end >= target:
+            high = mid
+        else:
+            low = mid + 1
+    return low

@@ -20,57 +20,45 @@ from typing import Any
 
 import polars as pl
 
-from kvforensics.model import Config, sizing
+from kvforensics.model import Config
 from kvforensics.rounds.batch_index import BatchSizes
 from kvforensics.rounds.drop import Drop
 from kvforensics.rounds.provenance import DERIVED, INFERRED, OBSERVED, Prov
 from kvforensics.rounds.ranks import deciding_rank
+from kvforensics.rounds.reconcile import (
+    Shrinks,
+    impossible_baselines,
+    move_bracketed_end,
+    oom_in_logged_round,
+    pinned_start,
+    reconcile_oom,
+    shrink_drops,
+    tree_start,
+    walk_to_oom,
+)
 from kvforensics.rounds.records import Contradiction, Decision, LoggedOom, Piece, Round
 from kvforensics.rounds.rows import Row
 from kvforensics.rounds.segment import KINDS, Segmenter, rows_of
+from kvforensics.rounds.walk import (
+    MAX_ROUNDS_PER_SECOND,
+    Chunked,
+    Pending,
+    baseline_value,
+    baselines_for,
+    chunk_step,
+    first_lock,
+    first_start,
+    lock_released,
+    resumed_end,
+    risen_round,
+    silent_round,
+    walk_below,
+)
 
-__all__ = ["KINDS", "Decision", "Piece", "Rebuild", "Rebuilder", "Round", "rebuild_rounds"]
-
-#: The most rounds a node runs in a second: every round is at least one forward of the
-#: model, and none takes under a millisecond. It bounds the silent rounds the rebuild may
-#: infer between two timed lines (their times, plus the 1 s the timestamps resolve): a
-#: walk that needs more contradicts the log's time span instead of running on.
-MAX_ROUNDS_PER_SECOND = 1000
-
-
-#: silent rounds whose AttentionStore write ends before the model's sizing: round ->
-#: (the model's end, lo, hi)
-Shrinks = dict[int, tuple[int, int, int]]
-
-
-@dataclass(frozen=True, slots=True)
-class Chunked:
-    """The request being chunked: its rid, prompt length and the tokens computed so far.
-
-    A piece the rebuild sizes itself leaves it unfinished (``done < seq_len``: a piece
-    that reaches ``seq_len`` ends the chunking); one a log's truncation names is taken as
-    the log says it."""
-
-    rid: str
-    seq_len: int
-    done: int
-
-    def __post_init__(self) -> None:
-        # the reader drops negative counts, and every piece ends at or after its start
-        assert self.done >= 0, self
-
-
-@dataclass(frozen=True, slots=True)
-class Pending:
-    """The request still chunked when a log ends, and the baseline its last round left."""
-
-    chunked: Chunked
-    base_end: Prov | None
-
-
-def _value(p: Prov | None) -> int:
-    """A baseline's number; 0 when unknown."""
-    return p.value if p is not None and p.value is not None else 0
+__all__ = [
+    "KINDS", "Chunked", "Decision", "Pending", "Piece", "Rebuild", "Rebuilder", "Round",
+    "rebuild_rounds",
+]  # fmt: skip
 
 
 @dataclass
@@ -102,7 +90,7 @@ class Rebuild:
         while self.pending and added < rounds:
             chunked, base_end = self.pending.chunked, self.pending.base_end
             index = self.rounds[-1].index + 1 if self.rounds else 0
-            r, after, base_end, _ = _silent_round(
+            r, after, base_end, _ = silent_round(
                 self.cfg, chunked, base_end, index, None, self.block_size
             )
             r.pieces[0].evidence.append(evidence)
@@ -119,434 +107,6 @@ class Rebuild:
             "oom": self.oom.as_dict() if self.oom else None,
             "contradictions": [c.as_dict() for c in self.contradictions],
         }
-
-
-def _first_lock(cfg: Config, rnd: Round, before: Prov | None) -> Prov | None:
-    """The first check's lock, where the evidence bounds it. Its line is printed with its
-    device prefix locked; the resumed chunk was sized before that lock, and the fork asks
-    ``add_one_req`` at all only when the budget state after the chunk was CONTINUE
-    (``rem_total_tokens`` and ``cur_rem_tokens`` both above 0). A line that shows either at
-    or below 0 after a resumed chunk therefore says the lock took at least enough to make
-    up the difference, in whole pages, and at most the prefix. Within those bounds, the
-    fall from the baseline the previous round left (``before``) is the lock's size where
-    it is one; else the least. None when the line says nothing of it."""
-    first = rnd.decisions[0]
-    shown = min(first.rem_total_tokens, first.cur_rem_tokens)
-    if shown > 0 or first.prefix_len <= 0 or not any(p.kind == "resumed" for p in rnd.pieces):
-        return None
-    least = min(cfg.ceil_page(1 - shown), first.prefix_len)
-    fell = None if before is None or before.value is None else before.value - first.baseline
-    took = fell if fell is not None and least <= fell <= first.prefix_len else least
-    why = (
-        f"; the baseline fell {fell} from the {before.value} the previous round left"
-        if took == fell and before is not None and took != least else ""
-    )
-    return Prov(took, INFERRED, [
-        f"{first.where}: rem_total_tokens {first.rem_total_tokens}, cur_rem_tokens "
-        f"{first.cur_rem_tokens} after the resumed chunk, yet add_one_req ran: {first.rid}'s "
-        f"prefix lock took at least {least} (at most its prefix {first.prefix_len}) before "
-        f"the line was printed{why}",
-    ], (least, first.prefix_len))  # fmt: skip
-
-
-def _lock_released(cfg: Config, decisions: list[Decision], first_lock: Prov | None) -> int:
-    """What the last check's refused request gave back: its check line is printed after
-    it locked its device prefix, and a refusal releases that lock (the lock is held only
-    while ``add_one_req`` decides). Between two checks of a round the baseline falls only
-    by the earlier one's load-back and the later one's lock, so the lock is that fall; a
-    refused first check gives back what the evidence shows its lock took (else 0)."""
-    last = decisions[-1]
-    if last.decision != "rejected" or not last.prefix_len:
-        return 0
-    if len(decisions) < 2:
-        return first_lock.value if first_lock and first_lock.value else 0
-    prev = decisions[-2]
-    fell = prev.baseline - prev.load_back_slots(cfg) - last.baseline
-    return max(0, min(fell, last.prefix_len))
-
-
-def _chunk_step(cfg: Config, done: int, seq_len: int, baseline: int) -> tuple[int, bool]:
-    """The model's ``add_chunked_req`` sizing with nothing else in the batch."""
-    size = sizing.resumed_piece(done, seq_len, cfg.chunked_prefill_size, baseline, cfg.align_size)
-    return size.end, size.forced
-
-
-def _silent_round(
-    cfg: Config,
-    chunked: Chunked,
-    base_end: Prov | None,
-    index: int,
-    time: datetime | None,
-    block: int | None,
-    until: int | None = None,
-) -> tuple[Round, Chunked | None, Prov, int | None]:
-    """One round in which the chunked request resumed alone and printed nothing, sized by
-    the model's ``add_chunked_req`` rule from the baseline the last known round left.
-
-    Returns (round, chunked after it, baseline after it, end past ``until`` or None)."""
-    rid, seq, done = chunked.rid, chunked.seq_len, chunked.done
-    b = _value(base_end)
-    end, forced = _chunk_step(cfg, done, seq, b)
-    overshoot = None
-    if until is not None and end > until:
-        rose = _forced_rise(cfg, chunked, b, until) if forced else None
-        if rose is not None:
-            return _risen_round(cfg, chunked, rose, index, time, until)
-        overshoot, end = end, until
-    rule = (
-        "forced branch: rem_chunk_tokens taken"
-        if forced
-        else f"min(chunk {cfg.chunked_prefill_size}, rem_total {b})"
-    )
-    evid = [
-        f"{rule}, end aligned down to {cfg.align_size} unless that reaches the start",
-        f"baseline {b} assumed unchanged since the last known round (no KV transfer ended)",
-    ]
-    if block and end // block == done // block:
-        evid.append(
-            f"no AttentionStore write expected: [{done}, {end}) stays inside block {done // block}"
-        )
-    r = Round(index, time)
-    r.pieces.append(Piece(rid, done, end, "resumed", INFERRED, evid))
-    pages = cfg.pages_for(done, end)
-    after = Prov(b - pages, INFERRED, [f"{b} - {pages} allocated"])
-    r.baseline = Prov(b, INFERRED, list(evid[1:2]))
-    r.baseline_end = after
-    return r, (Chunked(rid, seq, end) if end < seq else None), after, overshoot
-
-
-def _forced_rise(cfg: Config, chunked: Chunked, b: int, end: int) -> Prov | None:
-    """A piece shorter than the forced branch takes, from a baseline <= 0: less memory
-    cannot shorten a forced piece (it takes the whole chunk budget whatever is left), so
-    memory came back before the round (a KV transfer ended). The least baseline that gives
-    the piece ending at ``end``, bounded by the most; None when no baseline gives it."""
-    got = _baselines_for(cfg, chunked.done, chunked.seq_len, end, end, b)
-    if got is None:
-        return None
-    least, most = got
-    return Prov(least, INFERRED, [
-        f"at least {least} (at most {most}) for {chunked.rid}'s piece to end at {end}, where "
-        f"the baseline {b} the last known round left takes the forced branch (the whole "
-        "chunk budget): memory came back since (a KV transfer ended)",
-    ], (least, most))  # fmt: skip
-
-
-def _risen_round(
-    cfg: Config, chunked: Chunked, rose: Prov, index: int, time: datetime | None, end: int
-) -> tuple[Round, Chunked | None, Prov, int | None]:
-    """A silent round of the chunked request ending at ``end`` from the baseline ``rose``
-    (memory came back before it). Returns as ``_silent_round`` does."""
-    rid, seq, done = chunked.rid, chunked.seq_len, chunked.done
-    b = _value(rose)
-    assert _chunk_step(cfg, done, seq, b)[0] == end, "the risen baseline gives the piece"
-    r = Round(index, time)
-    r.pieces.append(Piece(rid, done, end, "resumed", INFERRED, [
-        f"min(chunk {cfg.chunked_prefill_size}, rem_total {b}), end aligned down to "
-        f"{cfg.align_size} unless that reaches the start", *rose.evidence,
-    ]))  # fmt: skip
-    pages = cfg.pages_for(done, end)
-    after = Prov(b - pages, INFERRED, [f"{b} - {pages} allocated"])
-    r.baseline, r.baseline_end = rose, after
-    return r, (Chunked(rid, seq, end) if end < seq else None), after, None
-
-
-def _baselines_for(
-    cfg: Config, done: int, seq: int, lo: int, hi: int, above: int
-) -> tuple[int, int] | None:
-    """The baselines above ``above`` (within the pool) from which the model's resumed piece
-    from ``done`` ends in [lo, hi], as (least, most); None when none does. The end never
-    falls as the baseline grows (past the forced branch at <= 0), so both are bisections."""
-
-    def end(b: int) -> int:
-        return _chunk_step(cfg, done, seq, b)[0]
-
-    def first(ok: Callable[[int], bool], low: int, high: int) -> int:
-        while low < high:
-            mid = (low + high) // 2
-            low, high = (low, mid) if ok(mid) else (mid + 1, high)
-        return low
-
-    low, top = max(above + 1, 1), cfg.pool_size
-    if top < low or end(top) < lo:
-        return None
-    least = first(lambda b: end(b) >= lo, low, top)
-    if end(least) > hi:
-        return None
-    most = first(lambda b: end(b) > hi, least, top + 1) - 1
-    return least, most
-
-
-def _first_start(
-    cfg: Config, chunked: Chunked, base_end: Prov | None, spent: int, limit: int
-) -> int | None:
-    """Walking the chunked request forward with the model (silent rounds, baseline as the
-    last known round left it), the first start from which its non-last piece is ``spent``
-    tokens once page-ceiled. None when the walk never gives one within ``limit`` steps
-    (the silent rounds the log's time span allows; each step also advances at least one
-    token, so ``seq - done`` bounds it without times)."""
-    seq, d = chunked.seq_len, chunked.done
-    b = _value(base_end)
-    for _ in range(min(seq - d, limit)):
-        end, _ = _chunk_step(cfg, d, seq, b)
-        if end < seq and cfg.ceil_page(end - d) == spent:
-            return d
-        b -= cfg.pages_for(d, end)
-        d = end
-    return None
-
-
-def _walk_below(
-    cfg: Config, chunked: Chunked, b: int, lo: int, limit: int
-) -> list[tuple[int, int]] | None:
-    """The model's walk of silent rounds from the chunked request's known end and the
-    baseline ``b``: (start, baseline) before each step whose start is below ``lo``, where
-    the walk does not land in [lo, lo + page) (it passes over the window or finishes the
-    request first); None where it lands, or needs more than ``limit`` steps."""
-    seq, d = chunked.seq_len, chunked.done
-    out: list[tuple[int, int]] = []
-    while d < lo:
-        if len(out) >= limit:
-            return None
-        out.append((d, b))
-        end, _ = _chunk_step(cfg, d, seq, b)
-        b, d = b - cfg.pages_for(d, end), end
-    return None if d < lo + cfg.page_size and d < seq else out
-
-
-def _resumed_end(cfg: Config, start: int, spent: int) -> int | None:
-    """The end of a non-last resumed piece from ``start`` whose page-ceiled length is
-    ``spent``: aligned down to the checkpoint align unless that would reach the start.
-    None when no such piece exists (so it must have started elsewhere)."""
-    return sizing.resumed_end_for(start, spent, cfg.page_size, cfg.align_size)
-
-
-def _oom_in_logged_round(rnd: Round, oom: LoggedOom) -> LoggedOom:
-    """The request the out-of-memory is pinned on, as the scheduler reports it: the resumed
-    chunk if any, else the batch's last piece. Nothing was allocated, so no baseline after.
-    Returns the out-of-memory as placed (``rnd``'s now)."""
-    resumed = [p for p in rnd.pieces if p.kind == "resumed"]
-    victim = resumed[0] if resumed else rnd.pieces[-1] if rnd.pieces else None
-    rnd.oom = placed = oom.placed(rnd.index, victim.rid if victim is not None else None)
-    rnd.baseline_end = None
-    return placed
-
-
-def _oom_start(
-    cfg: Config,
-    chunked: Chunked,
-    base_end: Prov | None,
-    tokens: int,
-    limit: int,
-    avail: int | None,
-) -> tuple[int, bool]:
-    """Where the out-of-memory piece of the chunked request starts: the first point of a
-    walk with the model's ``add_chunked_req`` sizing (baseline as the last known round left
-    it) from which the piece is ``tokens`` long. Each step before it is a silent round the
-    evidence requires; a forced step cannot be one (it would have run out of memory
-    itself), so the walk stops there.
-
-    Two steps may give the same size (a small piece from the last few slots, then the
-    forced last piece of that size): the one whose baseline is the line's ``avail`` (what
-    was left when the crashing piece asked) is it; else the first.
-
-    Returns (start, found); when no step gives ``tokens``, the start of the step where the
-    model itself runs out of memory (the last known end when it never does), not found.
-    At most ``limit`` steps (the silent rounds the time span allows; every step advances
-    at least one token, so ``seq - done`` bounds the walk in any case)."""
-    seq, d = chunked.seq_len, chunked.done
-    b = _value(base_end)
-    first: int | None = None
-    stop = chunked.done  # where the walk says the model runs out (the known end: never)
-    for _ in range(min(seq - d, limit)):
-        end, forced = _chunk_step(cfg, d, seq, b)
-        if end - d == tokens:
-            if avail is None or b == avail:
-                return d, True
-            first = d if first is None else first
-        if forced:
-            stop = d
-            break
-        if end >= seq:
-            break
-        b -= cfg.pages_for(d, end)
-        d = end
-    return (first, True) if first is not None else (stop, False)
-
-
-def _tree_start(
-    cfg: Config, chunked: Chunked, base_end: Prov | None, oom: LoggedOom, limit: int
-) -> int | None:
-    """Where the out-of-memory piece starts by the tree dump after the message: the
-    chunked request's computed prefix is a locked path there, so the crash piece starts
-    at one of the tree's locked path lengths. Among the starts the model's walk reaches
-    from the last known end (every silent round's piece as the assumed baseline sizes
-    it), the one the tree shows, from which the line's availability gives the logged
-    piece; None when the tree shows none of them, or more than one."""
-    tokens, avail = oom.tokens, oom.available
-    if not oom.tree_paths or tokens is None or avail is None:
-        return None
-    seq, d, b = chunked.seq_len, chunked.done, _value(base_end)
-    found: list[int] = []
-    for _ in range(min(seq - d, limit) + 1):
-        if d in oom.tree_paths and _chunk_step(cfg, d, seq, avail)[0] - d == tokens:
-            found.append(d)
-        end, forced = _chunk_step(cfg, d, seq, b)
-        if forced or end >= seq:
-            break  # a forced step would have run out of memory itself
-        b, d = b - cfg.pages_for(d, end), end
-    return found[0] if len(found) == 1 else None
-
-
-def _move_bracketed_end(
-    cfg: Config, out: list[Round], chunked: Chunked, tokens: int, avail: int
-) -> int | None:
-    """When the last silent round's end is only bracketed by its AttentionStore write, the
-    out-of-memory piece may start anywhere in the bracket: the first point from which
-    ``add_chunked_req`` with the crash's baseline ``avail`` gives ``tokens``, and that the
-    round itself reaches from ``avail`` + its pages, is its end.
-    Returns that point (the round's piece is moved there), or None."""
-    last = out[-1] if out else None
-    p = last.pieces[-1] if last and last.pieces else None
-    if last is None or p is None or p.interval_end is None or p.end != chunked.done or last.oom is not None:
-        return None
-    seq = chunked.seq_len
-    lo, hi = p.interval_end
-    # the round's piece is at most one chunk: that, the block and the request bound the scan
-    for s in range(max(lo, p.start + 1), min(hi, seq, p.start + cfg.chunked_prefill_size) + 1):
-        if _chunk_step(cfg, s, seq, avail)[0] - s != tokens:
-            continue
-        # and the round itself must be what the baseline the crash implies gave
-        if _chunk_step(cfg, p.start, seq, avail + cfg.pages_for(p.start, s))[0] == s:
-            base = _value(last.baseline)
-            p.end = s
-            p.evidence.append(f"end {s}: where the out-of-memory piece of {tokens} tokens starts")
-            last.baseline_end = Prov(base - cfg.pages_for(p.start, s), INFERRED,
-                                     [f"{base} - {cfg.pages_for(p.start, s)} allocated"])
-            return s
-    return None
-
-
-def _pinned_start(cfg: Config, chunked: Chunked, tokens: int, avail: int) -> int | None:
-    """The start of the out-of-memory piece when the baseline the last round left is not
-    what the walk assumed: the line's ``avail`` is the baseline at the crash, so the piece
-    is what ``add_chunked_req`` gives from it, after at most one silent round that the
-    baseline ``avail`` + its pages sized. The first such start, or None."""
-    seq, done = chunked.seq_len, chunked.done
-    if _chunk_step(cfg, done, seq, avail)[0] - done == tokens:
-        return done
-    for s in range(done + 1, min(seq, done + cfg.chunked_prefill_size) + 1):
-        if _chunk_step(cfg, s, seq, avail)[0] - s != tokens:
-            continue
-        if _chunk_step(cfg, done, seq, avail + cfg.pages_for(done, s))[0] == s:
-            return s
-    return None
-
-
-def _silent_tail(out: list[Round]) -> list[Round]:
-    """The rounds after the last one with an observed baseline, oldest first."""
-    k = len(out)
-    while k > 0:
-        base = out[k - 1].baseline
-        if base is not None and base.provenance == OBSERVED:
-            break
-        k -= 1
-    return out[k:]
-
-
-def _sizes(cfg: Config, piece: Piece, seq: int, base: int) -> bool:
-    """Does ``add_chunked_req`` from baseline ``base`` give this piece?"""
-    return _chunk_step(cfg, piece.start, seq, base)[0] == piece.end
-
-
-def _reconcile_oom(
-    cfg: Config, out: list[Round], seq: int, shrinks: Shrinks, drops: list[Drop]
-) -> None:
-    """The out-of-memory line prints what was left (free + evictable) when the chunked
-    request resumed alone: an observed baseline. Below what the rounds since the last
-    observed one leave, the difference was taken outside the adder. Walking back from it
-    (adding each silent round's pages back) gives the baselines the pieces ran with; the
-    fall is placed at the first round whose piece needs it, after the last one whose piece
-    the lower baseline could not have given."""
-    oom_rnd = out[-1]
-    if oom_rnd.decisions or not oom_rnd.oom or oom_rnd.oom.available is None:
-        return
-    avail, left = oom_rnd.oom.available, oom_rnd.baseline
-    if left is None or left.value is None or left.value - avail < cfg.page_size:
-        return
-    tail = _silent_tail(out[:-1])
-    if not tail:
-        return
-    fall = left.value - avail
-    where_oom = oom_rnd.oom.where or "the out-of-memory line"
-    back = avail
-    consistent: list[tuple[Round, int]] = []
-    for r in reversed(tail):
-        p = r.pieces[0] if len(r.pieces) == 1 and r.pieces[0].kind == "resumed" else None
-        if p is None:
-            break
-        back += cfg.pages_for(p.start, p.end)
-        if not _sizes(cfg, p, seq, back):
-            break
-        consistent.append((r, back))
-    if not consistent:
-        return
-    consistent.reverse()
-    shown = [r for r, _ in consistent if r.index in shrinks]
-    at = shown[0].index if shown else oom_rnd.index
-    earliest = consistent[0][0].index
-    for r, base in consistent:
-        if r.index >= at:
-            r.baseline = Prov(base, DERIVED, [f"{avail} available at {where_oom} plus the "
-                                              "pages of the pieces allocated since"])
-            r.baseline_end = Prov(base - cfg.pages_for(r.pieces[0].start, r.pieces[0].end),
-                                  DERIVED, [f"walked back from {where_oom}"])
-            shrinks.pop(r.index, None)
-    oom_rnd.baseline = Prov(avail, DERIVED, [f"{avail} available at {where_oom}: the chunk "
-                                             "resumed alone, nothing else was allocated"])
-    drops.append(Drop(earliest - 1, at, fall, (fall, fall), [
-        f"{where_oom}: {avail} available where the rounds since round {earliest - 1} leave "
-        f"{left.value} ({'; '.join(left.evidence)})",
-        f"pieces of rounds {earliest}..{oom_rnd.index - 1} are what the lower baseline gives; "
-        f"round {at} is the first that needs it",
-    ]))
-
-
-def _shrink_drops(cfg: Config, out: dict[int, Round], shrinks: Shrinks) -> list[Drop]:
-    """Silent rounds whose AS write ends before what the assumed baseline allows, with no
-    out-of-memory line to pin it: the baseline was lower, by an amount the piece brackets
-    (its end is where ``min(chunk, rem_total)`` landed after alignment)."""
-    found = []
-    observed = [r.index for r in out.values() if r.baseline and r.baseline.provenance == OBSERVED]
-    for idx, (model_end, lo, hi) in sorted(shrinks.items()):
-        if any(o > idx for o in observed):
-            continue  # a later observed baseline measures the fall exactly (continuity)
-        r = out.get(idx)
-        if r is None or not r.pieces or r.baseline is None or r.baseline.value is None:
-            continue
-        p, b = r.pieces[0], r.baseline.value
-        step = max(cfg.align_size, cfg.page_size)
-        most_left = hi - p.start + step - 1  # the largest rem_total that lands inside [lo, hi]
-        least, most = max(b - most_left, 0), b - (lo - p.start)
-        found.append(Drop(idx - 1, idx, least, (least, most), [
-            f"round {idx}: {p.rid}'s AttentionStore write puts its end in [{lo}, {hi}], where "
-            f"a baseline of {b} gives {model_end}",
-        ]))
-    return found
-
-
-def _impossible_baselines(cfg: Config, out: list[Round], contradictions: list[Contradiction]) -> None:
-    """A baseline below 0 or above the pool is a contradiction, never a rebuilt value."""
-    for r in out:
-        for name in ("baseline", "baseline_end"):
-            v = getattr(r, name)
-            if v is not None and v.value is not None and not 0 <= v.value <= cfg.pool_size:
-                contradictions.append(Contradiction(
-                    r.index,
-                    name,
-                    f"the rebuilt {name.replace('_', ' ')} {v.value} is outside the "
-                    f"pool [0, {cfg.pool_size}] ({'; '.join(v.evidence)})",
-                ))
-                setattr(r, name, None)
 
 
 class Rebuilder:
@@ -608,7 +168,7 @@ class Rebuilder:
             self._placed = oom.placed(self._last.index if self._last else None)
         self.oom = self._placed if oom is not None else None
         held = {r.index: r for r in self._held}
-        self.drops.extend(_shrink_drops(self.cfg, held, self.shrinks))
+        self.drops.extend(shrink_drops(self.cfg, held, self.shrinks))
         out += self._flush()
         self.contradictions.extend(self._late)
         self._late = []
@@ -669,14 +229,14 @@ class Rebuilder:
         return self._checked(held)
 
     def _checked(self, rounds: list[Round]) -> list[Round]:
-        _impossible_baselines(self.cfg, rounds, self._late)
+        impossible_baselines(self.cfg, rounds, self._late)
         return rounds
 
     def _contradiction(self, what: str, detail: str) -> None:
         self.contradictions.append(Contradiction(self.count, what, detail))
 
     def _base(self) -> int:
-        return _value(self.base_end)
+        return baseline_value(self.base_end)
 
     def _allowance(self, time: datetime | None) -> int:
         """How many more silent rounds fit before a round printed at ``time``: the time
@@ -701,7 +261,7 @@ class Rebuilder:
                 self._walk_past_evidence(time, None)
                 return
             left -= 1
-            r, chunked, base_end, over = _silent_round(
+            r, chunked, base_end, over = silent_round(
                 self.cfg, self.chunked, self.base_end, self.count, time, self.block, until
             )
             if r.pieces[0].end > self.cfg.pool_size:
@@ -745,11 +305,11 @@ class Rebuilder:
                 if d.decision == "truncated":
                     self.chunked = Chunked(d.rid, d.seq_len, d.end)
         rnd.baseline = Prov(first.baseline, OBSERVED, [first.where])
-        rnd.first_lock = _first_lock(cfg, rnd, self.base_end)
+        rnd.first_lock = first_lock(cfg, rnd, self.base_end)
         last = rnd.decisions[-1]
         loaded = last.load_back_slots(cfg)
         alloc = sum(cfg.pages_for(p.start, p.end) for p in rnd.pieces)
-        back = _lock_released(cfg, rnd.decisions, rnd.first_lock)
+        back = lock_released(cfg, rnd.decisions, rnd.first_lock)
         self.base_end = Prov(
             last.baseline + back - loaded - alloc,
             DERIVED,
@@ -778,18 +338,18 @@ class Rebuilder:
         elif promised != cfg.max_new_tokens:
             # A non-last piece of this size: where the model's own sizing first gives one
             # is where it starts; the rounds before it printed nothing.
-            start = _first_start(cfg, self.chunked, self.base_end, spent,
+            start = first_start(cfg, self.chunked, self.base_end, spent,
                                  self._allowance(rnd.time))
             if start is not None:
                 self._gap(seq, rnd.time, stop=lambda d: d >= start)
-            elif _resumed_end(cfg, done, spent) is None:
-                self._gap(seq, rnd.time, stop=lambda d: _resumed_end(cfg, d, spent) is not None)
+            elif resumed_end(cfg, done, spent) is None:
+                self._gap(seq, rnd.time, stop=lambda d: resumed_end(cfg, d, spent) is not None)
         if self.chunked:
             rid, seq, done = self.chunked.rid, self.chunked.seq_len, self.chunked.done
         if cfg.ceil_page(seq - done) == spent:
             end = seq
         else:
-            end = _resumed_end(cfg, done, spent) or _chunk_step(cfg, done, seq, spent)[0]
+            end = resumed_end(cfg, done, spent) or chunk_step(cfg, done, seq, spent)[0]
         if cfg.ceil_page(end - done) != spent:
             self._contradiction(
                 "resumed piece",
@@ -823,18 +383,18 @@ class Rebuilder:
         cfg = self.cfg
         assert self.chunked is not None  # ``_resumed`` checks
         seq, hi = self.chunked.seq_len, lo + cfg.page_size - 1
-        steps = _walk_below(cfg, self.chunked, self._base(), lo, self._allowance(time))
+        steps = walk_below(cfg, self.chunked, self._base(), lo, self._allowance(time))
         if steps is None:
             return False  # the walk lands in the window, or is out of evidence
         rises = [(d, b, got) for d, b in steps
-                 if (got := _baselines_for(cfg, d, seq, lo, min(hi, seq - 1), b)) is not None]
+                 if (got := baselines_for(cfg, d, seq, lo, min(hi, seq - 1), b)) is not None]
         if not rises:
             return False
         told = [(d, b, n) for d, b, _ in rises
                 if (n := self._batch_size(time, lo - d, min(hi, seq - 1) - d)) is not None]
         if told:
             d, b, (size, where) = told[0]
-            got = _baselines_for(cfg, d, seq, d + size, d + size, b)
+            got = baselines_for(cfg, d, seq, d + size, d + size, b)
             if got is None:
                 return False
             end, evid = d + size, f"{where}: #new-token {size} puts the end at {d + size}; "
@@ -842,17 +402,17 @@ class Rebuilder:
             # a paged pool's baseline is whole pages: the least such one in the range
             d, b, got = rises[-1]
             paged = cfg.ceil_page(got[0])
-            end, evid = _chunk_step(cfg, d, seq, paged if paged <= got[1] else got[0])[0], ""
+            end, evid = chunk_step(cfg, d, seq, paged if paged <= got[1] else got[0])[0], ""
         self._gap(d, time)
         assert self.chunked is not None and self.chunked.done == d, "the walk reproduces"
-        least, most = _baselines_for(cfg, d, seq, end, end, b) or got
+        least, most = baselines_for(cfg, d, seq, end, end, b) or got
         rose = Prov(least, INFERRED, [
             f"{evid}at least {least} (at most {most}) for {self.chunked.rid}'s piece to end "
             f"at {end}, where its last piece starts in [{lo}, {hi}] (the chunk budget at the "
             f"next check); the baseline {b} the walk assumed does not start it there: "
             "memory came back since (a KV transfer ended)",
         ], (least, most))  # fmt: skip
-        r, self.chunked, self.base_end, _ = _risen_round(
+        r, self.chunked, self.base_end, _ = risen_round(
             cfg, self.chunked, rose, self.count, time, end
         )
         self._emit(r)
@@ -887,7 +447,7 @@ class Rebuilder:
         if self.chunked:
             rid, seq, done = self.chunked.rid, self.chunked.seq_len, self.chunked.done
         b = self._base()
-        end, forced = _chunk_step(cfg, done, seq, b)
+        end, forced = chunk_step(cfg, done, seq, b)
         evid = [
             f"AttentionStore write blocks={blocks} ({w}): end in [{lo}, {hi}]",
             f"min(chunk {cfg.chunked_prefill_size}, rem_total {b}) with end aligned down to "
@@ -916,7 +476,7 @@ class Rebuilder:
         rnd.pieces.append(Piece(rid, done, end, "resumed", INFERRED, evid, interval_end=(lo, hi)))
         pages = cfg.pages_for(done, end)
         if rose is not None:
-            b = _value(rose)
+            b = baseline_value(rose)
         rnd.baseline = rose or Prov(b, INFERRED, evid[2:])
         self.base_end = Prov(b - pages, INFERRED, [f"{b} - {pages} allocated"])
         rnd.baseline_end = self.base_end
@@ -936,14 +496,14 @@ class Rebuilder:
         seq, d = self.chunked.seq_len, self.chunked.done
         b, steps = self._base(), []
         while d < min(lo, seq):
-            end, _ = _chunk_step(cfg, d, seq, b)
+            end, _ = chunk_step(cfg, d, seq, b)
             if end >= lo or end // block != d // block:
                 break
             steps.append(end)
             b, d = b - cfg.pages_for(d, end), end
         if not steps:
             return
-        if cfg.pages_for(d, _chunk_step(cfg, d, seq, b)[0]) > b:
+        if cfg.pages_for(d, chunk_step(cfg, d, seq, b)[0]) > b:
             # Memory came back: before these steps, or after them. Another rank's batch
             # line of the first step's size says they ran first.
             first = steps[0] - self.chunked.done
@@ -962,7 +522,7 @@ class Rebuilder:
         end, lo, hi = ends
         assert self.chunked is not None  # ``_forward`` checks
         rid = self.chunked.rid
-        got = _baselines_for(self.cfg, done, seq, end, end, b) or _baselines_for(
+        got = baselines_for(self.cfg, done, seq, end, end, b) or baselines_for(
             self.cfg, done, seq, lo, hi, b
         )
         if got is None:
@@ -993,7 +553,7 @@ class Rebuilder:
         if rnd.decisions or (rnd.as_writes and self._last is rnd):
             if not self._ran_before(rnd):
                 # the batch placed with its adder lines could not be allocated
-                return _oom_in_logged_round(rnd, oom)
+                return oom_in_logged_round(rnd, oom)
             # The batch fitted: the crash is a later round's, of the chunked request alone.
             at = datetime.fromisoformat(oom.time) if oom.time else rnd.time
             rnd.oom, rnd = None, Round(0, at, oom=oom)
@@ -1040,7 +600,7 @@ class Rebuilder:
         self._emit(rnd)
         rnd.oom = placed_at = oom.placed(rnd.index, rid)
         if placed:  # a contradicted piece says nothing about the baseline
-            _reconcile_oom(self.cfg, self._held, seq, self.shrinks, self.drops)
+            reconcile_oom(self.cfg, self._held, seq, self.shrinks, self.drops)
         return placed_at
 
     def _ran_before(self, rnd: Round) -> bool:
@@ -1060,25 +620,25 @@ class Rebuilder:
         cfg, tokens = self.cfg, oom.tokens
         assert tokens is not None and self.chunked is not None  # ``_oom`` checks
         rid, seq = self.chunked.rid, self.chunked.seq_len
-        start, placed = _oom_start(cfg, self.chunked, self.base_end, tokens,
+        start, placed = walk_to_oom(cfg, self.chunked, self.base_end, tokens,
                                    self._allowance(time), oom.available)
-        treed = _tree_start(cfg, self.chunked, self.base_end, oom, self._allowance(time))
+        treed = tree_start(cfg, self.chunked, self.base_end, oom, self._allowance(time))
         if treed is not None and (treed != start or not placed):
             return treed, "tree"
         if placed or oom.available is None:
             return start, ("walk" if placed else None)
         avail = oom.available
         last = [self._last] if self._last is not None else []
-        moved = _move_bracketed_end(cfg, last, self.chunked, tokens, avail)
+        moved = move_bracketed_end(cfg, last, self.chunked, tokens, avail)
         if moved is not None:
             assert self._last is not None  # the round whose piece moved
             self.chunked, self.base_end = Chunked(rid, seq, moved), self._last.baseline_end
             return moved, "moved"
-        pinned = _pinned_start(cfg, self.chunked, tokens, avail)
+        pinned = pinned_start(cfg, self.chunked, tokens, avail)
         return (pinned, "pinned") if pinned is not None else (start, None)
 
     def _pinned_round(self, start: int, oom: LoggedOom, time: datetime | None) -> None:
-        """The one silent round ``_pinned_start`` found before the crash: the chunked
+        """The one silent round ``pinned_start`` found before the crash: the chunked
         request from its known end to ``start``, sized from the crash's availability plus
         its own pages. That observation, not the baseline the last known round was assumed
         to leave, decides it (the assumed one was a lower bound: a lock's size, memory
@@ -1088,7 +648,7 @@ class Rebuilder:
         rid, seq, done = self.chunked.rid, self.chunked.seq_len, self.chunked.done
         pages = cfg.pages_for(done, start)
         b = oom.available + pages
-        assert _chunk_step(cfg, done, seq, b)[0] == start, "the pinned round's own sizing"
+        assert chunk_step(cfg, done, seq, b)[0] == start, "the pinned round's own sizing"
         r = Round(self.count, time)
         r.pieces.append(Piece(rid, done, start, "resumed", INFERRED, [
             f"the out-of-memory piece starts at {start} ({oom.where}): one silent round "

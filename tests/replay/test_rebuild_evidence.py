@@ -9,14 +9,10 @@ from kvforensics.model import Config
 from kvforensics.rounds.batch_index import BatchSizes
 from kvforensics.rounds.compact import pack_time
 from kvforensics.rounds.provenance import INFERRED, OBSERVED, Prov
-from kvforensics.rounds.rebuild import (
-    Chunked,
-    Rebuilder,
-    _first_lock,
-    _tree_start,
-    _walk_below,
-)
+from kvforensics.rounds.rebuild import Rebuilder
+from kvforensics.rounds.reconcile import tree_start
 from kvforensics.rounds.records import Decision, LoggedOom, Piece, Round
+from kvforensics.rounds.walk import Chunked, first_lock, walk_below
 
 # page 48, align 384, chunk 12288 (world 7410)
 CFG48 = Config(page_size=48, chunked_prefill_size=12288, max_prefill_tokens=16384,
@@ -40,24 +36,24 @@ def _refused_after_resume() -> Round:
 def test_the_lock_is_the_fall_from_the_previous_round_within_its_bounds():
     rnd = _refused_after_resume()
     # the budget shows 2688 below 1: at least 57 pages of 48 = 2736, at most the prefix
-    least = _first_lock(CFG48, rnd, None)
+    least = first_lock(CFG48, rnd, None)
     assert least is not None and (least.value, least.interval) == (2736, (2736, 2784))
     # the walk before left 11664: the baseline fell by the whole prefix
-    fell = _first_lock(CFG48, rnd, Prov(11664, INFERRED))
+    fell = first_lock(CFG48, rnd, Prov(11664, INFERRED))
     assert fell is not None and (fell.value, fell.interval) == (2784, (2736, 2784))
     assert "fell 2784" in fell.evidence[0]
     # a fall the bounds rule out (memory taken or returned meanwhile) is not the lock
     for before in (20000, 11000):
-        other = _first_lock(CFG48, rnd, Prov(before, INFERRED))
+        other = first_lock(CFG48, rnd, Prov(before, INFERRED))
         assert other is not None and other.value == 2736
 
 
 def test_the_walk_that_passes_over_a_last_piece_start():
     # the last piece of 45003 spent 6480 of the budget: it started in [38523, 38571)
-    passing = _walk_below(CFG48, Chunked("f", 45003, 38400), 96, 38523, 100)
+    passing = walk_below(CFG48, Chunked("f", 45003, 38400), 96, 38523, 100)
     assert passing == [(38400, 96), (38496, 0)]
-    assert _walk_below(CFG48, Chunked("f", 45003, 38400), 144, 38523, 100) is None
-    assert _walk_below(CFG48, Chunked("f", 45003, 38400), 96, 38523, 1) is None
+    assert walk_below(CFG48, Chunked("f", 45003, 38400), 144, 38523, 100) is None
+    assert walk_below(CFG48, Chunked("f", 45003, 38400), 96, 38523, 1) is None
 
 
 def _rebuilder(batch: int | None) -> Rebuilder:
@@ -108,11 +104,11 @@ def test_the_tree_dump_places_the_crash_piece_among_the_walks_starts():
     victim, base = Chunked("v", 81564, 43264), Prov(6656, OBSERVED)
     # the tree holds the victim's 43264 computed tokens: no silent round before the
     # crash (the baseline fell to 0 first), where the walk alone puts one of 6656
-    assert _tree_start(CFG64, victim, base, _oom(43264), 100) == 43264
+    assert tree_start(CFG64, victim, base, _oom(43264), 100) == 43264
     # a tree at the walk's next start: that round ran first
-    assert _tree_start(CFG64, victim, base, _oom(49920), 100) == 49920
+    assert tree_start(CFG64, victim, base, _oom(49920), 100) == 49920
     # no tree, or none of the walk's starts in it: the tree says nothing
-    assert _tree_start(CFG64, victim, base, _oom(), 100) is None
-    assert _tree_start(CFG64, victim, base, _oom(12345, 40000), 100) is None
+    assert tree_start(CFG64, victim, base, _oom(), 100) is None
+    assert tree_start(CFG64, victim, base, _oom(12345, 40000), 100) is None
     # two of them: the tree cannot tell which is the victim's
-    assert _tree_start(CFG64, victim, base, _oom(43264, 49920), 100) is None
+    assert tree_start(CFG64, victim, base, _oom(43264, 49920), 100) is None
