@@ -32,19 +32,20 @@ def print_fleet(fleet: Fleet, console: Console) -> None:
     for n in fleet.nodes:
         if n.error:
             console.print(f"[red]not scanned[/]: {n.node}: {n.error}", highlight=False)
-        for note in n.as_dict()["notes"]:  # what the reader could not read, and why not
+        wl_notes = n.whole_log.notes if n.whole_log is not None else ()
+        for note in (*n.notes, *wl_notes):  # what the reader could not read, and why not
             console.print(
                 f"note: {names[n.node]}: {note.strip()}", highlight=False, markup=False, soft_wrap=True
             )
-    tot = fleet.totals()
+    tot = fleet.summary()
     console.print(
-        f"{tot['scanned']} of {tot['nodes']} node(s) scanned, {tot['rounds']} rounds "
-        f"({tot['fidelity_rounds']} logged ones re-run, {tot['mismatches']} mismatch(es)), "
-        f"{tot['bytes'] / 1e6:.1f} MB; {tot['ooms']} out of memory; "
-        f"{tot['gap_admissions']} gap admission(s) on {tot['nodes_with_gap_admissions']} node(s); "
-        f"{tot['nodes_below_zero_margin']} node(s) with a negative margin"
-        + "".join(f"; {p} refuses {k}" for p, k in tot["refused"].items())
-        + (f"; {tot['contradictions']} contradiction(s)" if tot["contradictions"] else ""),
+        f"{tot.scanned} of {tot.nodes} node(s) scanned, {tot.rounds} rounds "
+        f"({tot.fidelity_rounds} logged ones re-run, {tot.mismatches} mismatch(es)), "
+        f"{tot.bytes / 1e6:.1f} MB; {tot.ooms} out of memory; "
+        f"{tot.gap_admissions} gap admission(s) on {tot.nodes_with_gap_admissions} node(s); "
+        f"{tot.nodes_below_zero_margin} node(s) with a negative margin"
+        + "".join(f"; {p} refuses {k}" for p, k in tot.refused.items())
+        + (f"; {tot.contradictions} contradiction(s)" if tot.contradictions else ""),
         highlight=False,
     )
 
@@ -53,25 +54,25 @@ def _cells(n: NodeScan, short: str) -> list[str]:
     name = f"{short}\n{len(n.files)} file{'s' if len(n.files) != 1 else ''}"
     if n.error:
         return [name, "-", "[red]not scanned[/]", "-", "-", "-"]
-    d = n.as_dict()
     ooms = "\n".join(
-        (f"round {o['round']}\n{o['rid']}" if o["rid"] else f"{o['tokens']} tokens")
-        + "".join(f"\n{c['id']}" for c in o["causes"])
-        + ("\n[red]not reproduced[/]" if o["reproduced"] is False else "")
-        for o in d["ooms"]
+        (f"round {o.round}\n{o.rid}" if o.rid else f"{o.tokens} tokens")
+        + "".join(f"\n{c.id}" for c in o.causes)
+        + ("\n[red]not reproduced[/]" if o.reproduced is False else "")
+        for o in n.ooms
     )
-    tight = d["tightest_margin"]
-    margin = f"{tight['margin']}\nat {tight['round']}" if tight else "-"
-    fixed = d["refused"].get("fixed")
+    wl = n.whole_log
+    tight = wl.tightest() if wl is not None else None
+    margin = f"{tight.margin}\nat {tight.round}" if tight else "-"
+    fixed = wl.refused.get("fixed") if wl is not None else None
     refuses = "-"
     if fixed:
-        delays = [x["delay_s"] for x in fixed["delays"] if x["delay_s"] is not None]
-        refuses = f"{fixed['requests']}" + (f"\n+{max(delays):.2f} s" if delays else "")
+        delays = [x.delay_s for x in fixed if x.delay_s is not None]
+        refuses = f"{len(fixed)}" + (f"\n+{max(delays):.2f} s" if delays else "")
     if n.mismatches:
         name += f"\n[red]{n.mismatches} mismatch(es)[/]"
     if n.contradictions:
         name += f"\n[yellow]{n.contradictions} contradiction(s)[/]"
-    gaps = str(len(d["gap_admissions"])) if n.whole_log else "-"  # a release log tells none
+    gaps = str(len(wl.gap_admissions)) if wl is not None else "-"  # a release log tells none
     return [name, str(n.rounds), ooms or "none", gaps, margin, refuses]
 
 
