@@ -3,7 +3,7 @@
 import pytest
 
 from kvforensics.causes import IDS
-from kvforensics.replay import replay_logs, verdict_text
+from kvforensics.replay import ReplayOptions, replay_logs, verdict_text
 from tests.conftest import FIXTURES
 
 INC = FIXTURES / "logs" / "incident"
@@ -11,7 +11,9 @@ INC = FIXTURES / "logs" / "incident"
 
 @pytest.fixture(scope="module")
 def incident():
-    return replay_logs([INC / "pp0.log", INC / "pp3.log"], ["fixed", "upstream", "drain", "park"])
+    return replay_logs(
+        [INC / "pp0.log", INC / "pp3.log"], ReplayOptions(["fixed", "upstream", "drain", "park"])
+    )
 
 
 def test_every_cause_is_reported_in_catalogue_order(incident):
