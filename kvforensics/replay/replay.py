@@ -228,7 +228,7 @@ def _stop(ps: RoundPass | None, link: Pipes | None) -> None:
 def _checked(rebuilt: Rebuilt, choice: ProfileChoice) -> Checked:
     """The rebuilt rounds against the continuity of the baseline: the falls the logged
     allocations do not explain, counted into the fidelity."""
-    ps = rebuilt.rounds
+    ps = rebuilt.round_pass
     drops = tuple(ps.continuity.drops(rebuilt.rebuild.drops))
     return Checked(rebuilt, choice, drops, rebuilt.fidelity.with_drops(len(drops)),
                    tuple(ps.continuity.notes))  # fmt: skip
@@ -237,7 +237,7 @@ def _checked(rebuilt: Rebuilt, choice: ProfileChoice) -> Checked:
 def _findings(ran: Ran) -> Findings:
     """The cause catalogue over the forward runs, then the whole-log findings (when the
     pass gathered them)."""
-    ps = ran.checked.rebuilt.rounds
+    ps = ran.checked.rebuilt.round_pass
     causes = tuple(find_causes(ran))
     return Findings(causes, ps.checks.finish(ran, _round_seconds(ps.timed)))
 
@@ -251,12 +251,11 @@ def _round_seconds(timed: Timed) -> float:
     return timed.span() / (timed.count - 1)
 
 
-
 def _run_policies(checked: Checked, options: ReplayOptions) -> Runs:
     """Every policy forward from the start round, the observed outside allocations and
     the requests that arrived since replayed where they were seen (facts of the world, not
     decisions); none without a logged round."""
-    rb, ps = checked.rebuild, checked.rebuilt.rounds
+    rb, ps = checked.rebuild, checked.rebuilt.round_pass
     found = _start_round(rb, ps)
     if found is None:
         return Runs()

@@ -81,8 +81,8 @@ class ReplayOptions:
 @dataclass(frozen=True, slots=True)
 class Rebuilt:
     """The logs read, their rounds rebuilt and the logged ones re-run under ``prefix``
-    (``rounds``: the pass that did it, which later stages read for the start round, the
-    round times, the traffic and the baseline's continuity)."""
+    (``round_pass``: the pass that did it, which later stages read for the start round,
+    the round times, the traffic and the baseline's continuity)."""
 
     rebuild: Rebuild
     #: the events read (a streamed replay keeps only the other ranks' and startup lines)
@@ -90,7 +90,7 @@ class Rebuilt:
     summary: ParseSummary
     #: the logged rounds re-run (before the baseline's continuity is weighed)
     fidelity: Fidelity
-    rounds: RoundPass
+    round_pass: RoundPass
     #: whether any line's time carries milliseconds (what a measured transfer can resolve)
     has_ms: bool
     #: rounds rebuilt, and of them with adder lines (a streamed replay keeps only some)
