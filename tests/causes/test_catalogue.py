@@ -35,7 +35,7 @@ def test_incident_holds_unreserved_tail_and_nothing_else(incident):
     # the crash surfaced in the forced branch, on the victim's last piece: not a cause here
     forced = incident.cause("forced_resume")
     assert forced.figures.piece == (91968, 94024) and forced.figures.rem_total_tokens == 0
-    assert incident.drops == []
+    assert incident.drops == ()
 
 
 def test_verdict_tells_the_held_story_and_every_policy(incident):

@@ -194,7 +194,7 @@ def test_hybrid_pool_binds_on_the_swa_line_and_every_policy_runs_out(hybrid):
     assert any(f"SWA pool of {inc.cfg.swa_pool_size} slots" in a for a in rr.assumptions)
     # the memory was there in the full pool: nothing forced, nothing taken outside
     assert rr.cause("forced_resume").figures.rem_total_tokens > 0
-    assert rr.drops == []
+    assert rr.drops == ()
     for name in POLICIES:
         got = rr.results[name].oom
         assert (got.round, got.rid, got.tokens) == (cap.oom.round, inc.victim, cap.oom.tokens)
@@ -302,7 +302,7 @@ def test_page_granularity_alone_the_tokens_and_the_pages_fit_the_estimate_does_n
     assert f.free_pages == oom.available // page
     assert any(str(ask.allocator_asks) in e for e in cause.evidence)
     # nothing forced: the memory check passed with memory left
-    assert rr.cause("forced_resume").held is False and rr.drops == []
+    assert rr.cause("forced_resume").held is False and rr.drops == ()
 
 
 def test_the_same_logs_under_the_fork_say_no_known_cause(estimate):
