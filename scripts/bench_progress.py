@@ -18,7 +18,7 @@ from pathlib import Path
 from rich.console import Console
 
 from kvforensics.progress import Stages
-from kvforensics.replay import replay_logs
+from kvforensics.replay import ReplayOptions, replay_logs
 
 POLICIES = ["fixed", "upstream", "drain", "park"]
 
@@ -29,7 +29,7 @@ def once(log: Path, drawn: bool) -> tuple[float, float]:
         console = Console(file=sink, force_terminal=True, width=100)
         cpu, wall = time.process_time(), time.perf_counter()
         with Stages(console, enabled=drawn):
-            replay_logs([log], POLICIES, stock=True, stream=True, whole_log=True)
+            replay_logs([log], ReplayOptions(POLICIES, stream=True, whole_log=True))
         return time.process_time() - cpu, time.perf_counter() - wall
 
 

@@ -47,11 +47,11 @@ print(json.dumps({
 REPLAY = """
 import json, resource, sys, time
 from pathlib import Path
-from kvforensics.replay import replay_logs
+from kvforensics.replay import ReplayOptions, replay_logs
 from kvforensics.scan import discover
 t0 = time.perf_counter()
 for spec in discover(sys.argv[1:]).nodes:
-    replay_logs([Path(f) for f in spec.files], ["fixed"])
+    replay_logs([Path(f) for f in spec.files], ReplayOptions(["fixed"]))
 me = resource.getrusage(resource.RUSAGE_SELF)
 print(json.dumps({"wall_s": time.perf_counter() - t0, "cpu_s": me.ru_utime + me.ru_stime,
                   "rss_mb": me.ru_maxrss / 1024}))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from kvforensics.causes.cause import Cause
@@ -11,7 +12,7 @@ from kvforensics.causes.pools import pool_causes
 from kvforensics.causes.tail import root_cause, unreserved_tail
 
 if TYPE_CHECKING:
-    from kvforensics.replay.replay import ReplayResult
+    from kvforensics.causes.replayed import Replayed
 
 #: catalogue order (the JSON lists causes in this order)
 IDS = (
@@ -24,8 +25,8 @@ IDS = (
 )
 
 
-def find_causes(rr: ReplayResult) -> list[Cause]:
-    """Every cause of the catalogue for one replay (``replay.ReplayResult``)."""
+def find_causes(rr: Replayed) -> list[Cause]:
+    """Every cause of the catalogue for one replay (``replay.ReplayResult``, ``causes.replayed.Replayed``)."""
     ask = page_ask(rr) if rr.rebuild.oom else None
     page = rr.rebuild.cfg.page_size
     pools = [
@@ -35,7 +36,7 @@ def find_causes(rr: ReplayResult) -> list[Cause]:
     return [unreserved_tail(rr, root_cause(rr)), external_allocation(rr), forced_resume(rr), *pools]
 
 
-def in_order(causes: list[Cause]) -> list[Cause]:
+def in_order(causes: Sequence[Cause]) -> list[Cause]:
     """The held causes in order of events (a cause without a round last)."""
     held = [c for c in causes if c.held]
     return sorted(held, key=lambda c: (c.round is None, c.round or 0, IDS.index(c.id)))

@@ -10,8 +10,8 @@ from kvforensics.causes.cause import Cause
 from kvforensics.causes.oom import oom_words
 
 if TYPE_CHECKING:
+    from kvforensics.causes.replayed import Replayed
     from kvforensics.replay.anchor import Anchoring, Shift
-    from kvforensics.replay.replay import ReplayResult
     from kvforensics.rounds.drop import Drop
     from kvforensics.rounds.rebuild import Rebuild
     from kvforensics.rounds.records import Round
@@ -61,12 +61,12 @@ class ResumeFigures:
         }
 
 
-def external_allocation(rr: ReplayResult) -> Cause:
+def external_allocation(rr: Replayed) -> Cause:
     """Held when a baseline fell by more than the logged allocations and load-backs explain
     (``rounds.continuity``). With an out-of-memory, only what was taken in the crashing
     request's life counts (before it, the adder saw the lower baseline), as the forward
     run held to the observations found it (``replay.anchor``)."""
-    found = getattr(rr, "anchoring", None)
+    found = rr.anchoring
     if found is not None:
         return _from_anchoring(found)
     drops = [d for d in rr.drops if max(d.bounds) > 0]
@@ -129,7 +129,7 @@ def _oom_round(rb: Rebuild) -> Round | None:
     return next((r for r in rb.rounds if r.oom is not None), None)
 
 
-def forced_resume(rr: ReplayResult) -> Cause:
+def forced_resume(rr: Replayed) -> Cause:
     """Held when the out-of-memory piece is a resumed chunk sized by the forced branch:
     ``rem_total_tokens <= 0`` at ``add_chunked_req`` and ``rem_chunk_tokens`` taken anyway
     for a piece that is not the request's last. On a last piece the branch did not size

@@ -19,7 +19,7 @@ from kvforensics.model.profiles import FORK
 from kvforensics.model.sizing import batch_ask
 
 if TYPE_CHECKING:
-    from kvforensics.replay.replay import ReplayResult
+    from kvforensics.causes.replayed import Replayed
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -55,7 +55,7 @@ class PageFigures:
         return {**self.pool.as_dict(), **self.ask.as_dict(), "free_pages": self.free_pages}
 
 
-def page_ask(rr: ReplayResult) -> PageAsk | None:
+def page_ask(rr: Replayed) -> PageAsk | None:
     """The out-of-memory batch's pieces and what the allocator asked for them; None when
     the rebuild has no out-of-memory round or no pieces in it."""
     rb = rr.rebuild

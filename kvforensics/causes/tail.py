@@ -4,6 +4,7 @@ gap (the 2026-11-02 incident)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -13,8 +14,8 @@ from kvforensics.model.decisions import ADDER_CALLS, CHUNKED, Decision
 from kvforensics.model.ledger import Step
 
 if TYPE_CHECKING:
+    from kvforensics.causes.replayed import Replayed
     from kvforensics.model import RunResult
-    from kvforensics.replay.replay import ReplayResult
 
 #: the policy that is the code as it ran, and the fix the root cause is weighed against
 AS_RAN, FIX = "prefix", "fixed"
@@ -64,7 +65,7 @@ class RootCause:
         }
 
 
-def root_cause(rr: ReplayResult) -> RootCause | None:
+def root_cause(rr: Replayed) -> RootCause | None:
     """From the ``prefix`` ledger: the truncation whose tail was not reserved and the
     request admitted through its gap that ``fixed`` refuses.
 
@@ -88,7 +89,7 @@ def root_cause(rr: ReplayResult) -> RootCause | None:
     return _figures(rr, t, None)
 
 
-def held_root_cause(causes: list[Cause]) -> RootCause | None:
+def held_root_cause(causes: Sequence[Cause]) -> RootCause | None:
     """The ``unreserved_tail`` figures, when that story holds."""
     tail = next((c for c in causes if c.id == "unreserved_tail"), None)
     if tail is None or not tail.held or not isinstance(tail.figures, RootCause):
@@ -96,7 +97,7 @@ def held_root_cause(causes: list[Cause]) -> RootCause | None:
     return tail.figures
 
 
-def _truncations(rr: ReplayResult) -> tuple[list[Step], list[Step]]:
+def _truncations(rr: Replayed) -> tuple[list[Step], list[Step]]:
     """The ``prefix`` ledger's truncations up to its out-of-memory, the victim's first
     (none when the victim was never truncated), and the ledger's adder calls."""
     pre = rr.results.get(AS_RAN)
@@ -128,7 +129,7 @@ def _n(value: int | None) -> int:
     return value
 
 
-def _figures(rr: ReplayResult, t: Step, i: Step | None) -> RootCause:
+def _figures(rr: Replayed, t: Step, i: Step | None) -> RootCause:
     """``root_cause``'s fields for truncation ``t`` and the request through its gap."""
     start, end, seq = _n(t.start), _n(t.end), _n(t.seq_len)
     rnd = _n(t.round)
@@ -173,7 +174,7 @@ def _considered(rows: list[Step]) -> str:
     return f"truncations before the out-of-memory ({len(rows)}): {seen}"
 
 
-def _time_of(rr: ReplayResult, index: int) -> str | None:
+def _time_of(rr: Replayed, index: int) -> str | None:
     rnd = rr.rebuild.round_at(index)
     return rnd.time.isoformat(sep=" ") if rnd is not None and rnd.time is not None else None
 
@@ -206,7 +207,7 @@ def story(rc: RootCause) -> list[str]:
     return lines
 
 
-def unreserved_tail(rr: ReplayResult, rc: RootCause | None) -> Cause:
+def unreserved_tail(rr: Replayed, rc: RootCause | None) -> Cause:
     """Held when the victim's truncation left chunk budget and a request that the fix
     refuses was admitted through it."""
     if not rr.rebuild.oom:

@@ -1,14 +1,15 @@
 """The options every command that reads logs takes, declared once.
 
 A command lists the aliases below in its signature and packs them with `LogOptions`;
-the library gets them as keyword arguments, so a new input flag is added here and in
-`LogOptions` only."""
+the library gets them as one `replay.ReplayOptions` value, so a new input flag is added
+here, in `LogOptions` and in `ReplayOptions` only."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -16,6 +17,7 @@ from kvforensics.errors import InputError
 
 if TYPE_CHECKING:
     from kvforensics.progress import Stages
+    from kvforensics.replay.stages import ReplayOptions
     from kvforensics.rounds.stream import Narrow
 
 _IN = "Log input"
@@ -130,16 +132,19 @@ class LogOptions:
             "pool_size": self.pool_size,
         }
 
-    def replay_kwargs(self) -> dict[str, Any]:
-        """Keyword arguments of `replay_logs`."""
-        return {
-            "overrides": self.overrides(),
-            "transfer_seconds": self.transfer_seconds,
-            "rank": self.rank,
-            "formats": self.formats,
-            "narrow": self.narrow(),
-            "profile": self.profile,
-        }
+    def replay_options(
+        self, policies: Sequence[str] = (), *, stream: bool = False, whole_log: bool = False,
+        jobs: int | None = None, engine: str = "local", costs: bool = False,
+    ) -> ReplayOptions:  # fmt: skip
+        """How `replay_logs` replays the logs: as given here, running ``policies`` forward
+        besides ``prefix`` (the rest: ``replay.ReplayOptions``)."""
+        from kvforensics.replay.stages import ReplayOptions
+
+        return ReplayOptions(
+            policies, overrides=self.overrides(), transfer_seconds=self.transfer_seconds,
+            rank=self.rank, formats=self.formats, narrow=self.narrow(), profile=self.profile,
+            stream=stream, whole_log=whole_log, jobs=jobs, engine=engine, costs=costs,
+        )  # fmt: skip
 
 
 def check_format(fmt: str, choices: tuple[str, ...]) -> str:

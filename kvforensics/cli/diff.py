@@ -84,6 +84,6 @@ def _sides(
     names = names or ["prefix", "fixed"]
     if len(names) != 2:
         raise InputError(f"diff compares two policies; got {len(names)}")
-    rr, results = replay_inputs(inputs, names, **opts.replay_kwargs())
+    rr, results = replay_inputs(inputs, names, opts.replay_options())
     left, right = ((n, results[n].ledger_frame()) for n in names)
     return left, right, rr.summary.notes()

@@ -94,7 +94,7 @@ def exec_(
             steps = st.stage(f"exec {plan.name} [{policy}]", len(plan.steps), "steps")
             return lambda done, _total: steps.to(done)
 
-        run = run_exec(inputs, opts, logs.replay_kwargs(), on_plan)
+        run = run_exec(inputs, opts, logs.replay_options(), on_plan)
     print_notes(run.log_notes)
     if fmt == "json":
         out = [r.as_dict() for r in run.results]

@@ -93,7 +93,7 @@ def _results(
     """Each policy's run from logs (replayed), a scenario (run) or a ledger file, and
     what the log reader could not read."""
     if are_logs(sources):
-        rr, results = replay_inputs(sources, names, **opts.replay_kwargs())
+        rr, results = replay_inputs(sources, names, opts.replay_options())
         return results, rr.summary.notes()
     if len(sources) != 1:
         raise InputError("explain takes one scenario or ledger file, or log files")

@@ -40,7 +40,7 @@ from kvforensics.cli._inputs import (
 from kvforensics.replay import replay_logs, verdict_text
 from kvforensics.replay.ranges import check_engine
 from kvforensics.replay.replay import ReplayResult
-from kvforensics.replay.stock import StockAnalysis
+from kvforensics.replay.stock import NoAdderLines, StockAnalysis
 from kvforensics.replay.stock_words import release_line, stock_text
 from kvforensics.replay.whole_log import WholeLog
 from kvforensics.report.terminal import FitTable, literal
@@ -88,13 +88,19 @@ def replay(
         page_size, align, chunk_size, pool_size, rank, formats, transfer_seconds, since, until,
         no_progress, profile=profile,
     )  # fmt: skip
+    options = opts.replay_options(
+        split_policies(policy), stream=True, whole_log=True, jobs=jobs, engine=engine
+    )
+    stock: StockAnalysis | None = None
     with opts.stages():
-        rr = replay_logs(
-            logs, split_policies(policy), stock=True, stream=True, whole_log=True, jobs=jobs,
-            engine=engine, **opts.replay_kwargs(),
-        )  # fmt: skip
-    if isinstance(rr, StockAnalysis):
-        _print_stock(rr, fmt)
+        try:
+            rr = replay_logs(logs, options)
+        except NoAdderLines as no:
+            if not no.release:  # a fork's or a decode node's log: nothing to say of it
+                raise
+            stock = no.stock()  # a release's log: what it can tell
+    if stock is not None:
+        _print_stock(stock, fmt)
     d = rr.as_dict()
     wl = whole_log(rr)
     d["whole_log"] = whole_log_dict(wl)

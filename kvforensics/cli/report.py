@@ -118,7 +118,7 @@ def _on_logs(
     title: str | None, force: bool, reproduce: bool = False,
 ) -> tuple[ReplayResult, list[Path]]:
     """Replay the logs and write their report: (the replay, the files written)."""
-    rr, results = replay_inputs(inputs, names, **opts.replay_kwargs())
+    rr, results = replay_inputs(inputs, names, opts.replay_options(costs=True))
     head, story, evidence = log_report(rr, names, inputs)
     assert rr.profile is not None  # a replay of logs always says which profile it ran
     paths = write_report(

@@ -62,7 +62,7 @@ def reproduce(
     opts = LogOptions(page_size, align, chunk_size, pool_size, rank, formats, transfer_seconds,
                       None, None, no_progress, profile=profile)  # fmt: skip
     with opts.stages():
-        rep = reproducer_for(inputs, opts, target=target, fix=policy)
+        rep = reproducer_for(inputs, opts.replay_options(), target=target, fix=policy)
     paths = rep.write(out)
     if fmt == "json":
         print_json({**rep.as_dict(), "files": [str(p) for p in paths]})

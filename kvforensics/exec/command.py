@@ -7,13 +7,14 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from kvforensics.errors import InputError, KvfError
 
 if TYPE_CHECKING:  # torch is imported only once the options are known to be good
     from kvforensics.exec.plan import Plan
     from kvforensics.exec.runner import ExecResult
+    from kvforensics.replay import ReplayOptions
 
 INSTALL = "kvforensics exec needs torch and triton: pip install -e '.[gpu]'"
 DTYPE_NAMES = ("bf16", "fp16", "fp32")
@@ -71,13 +72,14 @@ class ExecRun:
         return any(not r.agrees_with_model or r.integrity for r in self.results)
 
 
-def plans(inputs: Sequence[Path], policy: str, replay_kwargs: dict[str, Any]) -> list[Plan]:
-    """One plan per scenario file, or one plan for a set of log files (one incident)."""
+def plans(inputs: Sequence[Path], policy: str, replay: ReplayOptions | None = None) -> list[Plan]:
+    """One plan per scenario file, or one plan for a set of log files (one incident;
+    ``replay``: how the logs are read)."""
     from kvforensics.exec.plan import plan_from_replay, plan_from_scenario
     from kvforensics.report.inputs import are_logs
 
     if are_logs(list(inputs)):
-        return [plan_from_replay([str(p) for p in inputs], policy, **replay_kwargs)]
+        return [plan_from_replay([str(p) for p in inputs], policy, replay)]
     if not all(p.suffix.lower() == ".toml" for p in inputs):
         raise InputError("exec takes scenario TOML files, or the log files of one incident")
     return [plan_from_scenario(str(p), policy) for p in inputs]
@@ -86,16 +88,16 @@ def plans(inputs: Sequence[Path], policy: str, replay_kwargs: dict[str, Any]) ->
 def run_exec(
     inputs: Sequence[Path],
     opts: ExecOptions,
-    replay_kwargs: dict[str, Any] | None = None,
+    replay: ReplayOptions | None = None,
     on_plan: OnPlan | None = None,
 ) -> ExecRun:
-    """Check ``opts``, plan every input and perform each plan (``replay_kwargs`` go to
-    `replay_logs` when the inputs are logs)."""
+    """Check ``opts``, plan every input and perform each plan (``replay``: how the logs
+    are read when the inputs are logs)."""
     opts.check()
     from kvforensics.exec.runner import DTYPES, execute
 
     run = ExecRun()
-    for plan in plans(inputs, opts.policy, replay_kwargs or {}):
+    for plan in plans(inputs, opts.policy, replay):
         run.results.append(
             execute(
                 plan,

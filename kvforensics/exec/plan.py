@@ -18,6 +18,7 @@ from kvforensics.errors import InputError
 
 if TYPE_CHECKING:  # the model is only needed to build a plan from a run
     from kvforensics.model import PagePool, PoolOp, RunResult
+    from kvforensics.replay import ReplayOptions
 
 T = TypeVar("T")
 
@@ -238,17 +239,18 @@ def plan_from_scenario(path: str, policy: str) -> Plan:
     return plan_from_result(snap, node.run(), sc.cfg, name=sc.name)
 
 
-def plan_from_replay(paths: Sequence[str | Path], policy: str, **replay_kwargs: Any) -> Plan:
-    """Replay logs, then plan the re-execution of ``policy`` from the replay's start round
-    (``replay_kwargs`` go to `replay_logs`: sizes, rank, formats, transfer time)."""
-    from kvforensics.replay import replay_logs
-    from kvforensics.replay.replay import ReplayResult
+def plan_from_replay(
+    paths: Sequence[str | Path], policy: str, options: ReplayOptions | None = None
+) -> Plan:
+    """Replay logs, streamed, then plan the re-execution of ``policy`` from the replay's
+    start round (``options``: how the logs are read: sizes, rank, formats, transfer time)."""
+    from kvforensics.replay import ReplayOptions, replay_logs
 
-    rr = replay_logs([Path(p) for p in paths], [policy], stream=True, **replay_kwargs)
-    assert isinstance(rr, ReplayResult)  # a stock log's analysis comes only when asked for
-    if rr.build_node is None:
+    given = options or ReplayOptions()
+    rr = replay_logs([Path(p) for p in paths], replace(given, policies=(policy,), stream=True))
+    if rr.builder is None:
         raise InputError("these logs hold no round to replay")
-    node = rr.build_node(policy)
+    node = rr.builder.build(policy)
     snap = snapshot_pool(node.pool)
     name = f"{Path(paths[0]).name} from round {rr.start_round}"
     plan = plan_from_result(snap, node.run(), rr.rebuild.cfg, name=name)

@@ -5,6 +5,7 @@ from kvforensics.replay.replay import (
     EXIT_MISMATCH,
     EXIT_NOT_REPRODUCED,
     EXIT_OK,
+    ReplayOptions,
     ReplayResult,
     replay_logs,
 )
@@ -15,6 +16,7 @@ __all__ = [
     "EXIT_MISMATCH",
     "EXIT_NOT_REPRODUCED",
     "EXIT_OK",
+    "ReplayOptions",
     "ReplayResult",
     "replay_logs",
     "root_cause",

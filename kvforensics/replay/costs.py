@@ -10,10 +10,12 @@ log itself, and is marked so."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
-from kvforensics.model import OutOfMemory
-from kvforensics.replay.replay import LOWER_BOUND, MAX_ROUNDS, ReplayResult
+from kvforensics.causes.oom import OomFigures
+from kvforensics.model import OutOfMemory, RunResult
+from kvforensics.replay.forward import LOWER_BOUND, MAX_ROUNDS, NodeBuilder, TransferEstimate
 from kvforensics.replay.verdict import FirstTokenDelay, first_token_delays
 
 
@@ -28,8 +30,8 @@ class CostReading:
     delays: dict[str, list[FirstTokenDelay]]  # policy -> requests whose first token moved
 
 
-def _same_oom(rr: ReplayResult, got: OutOfMemory | None) -> bool | None:
-    o = rr.observed_oom
+def _same_oom(observed: OomFigures | None, got: OutOfMemory | None) -> bool | None:
+    o = observed
     if o is None:
         return None
     return got is not None and (got.round, got.rid, got.tokens, got.available) == (
@@ -40,29 +42,35 @@ def _same_oom(rr: ReplayResult, got: OutOfMemory | None) -> bool | None:
     )
 
 
-def _fits(rr: ReplayResult, got: OutOfMemory | None, seconds: float) -> bool | None:
-    same = _same_oom(rr, got)
-    lower = rr.transfer.alternatives.get(LOWER_BOUND) if rr.transfer else None
+def _fits(
+    observed: OomFigures | None, transfer: TransferEstimate, got: OutOfMemory | None,
+    seconds: float,
+) -> bool | None:  # fmt: skip
+    same = _same_oom(observed, got)
+    lower = transfer.alternatives.get(LOWER_BOUND)
     return same if same is None or lower is None else same and seconds >= lower
 
 
-def cost_readings(rr: ReplayResult, policies: list[str]) -> list[CostReading]:
-    """The run as replayed, then one re-run per other reading of the transfer time."""
-    if rr.transfer is None or rr.build_node is None:
-        return []
-    used = rr.transfer.seconds
+def cost_readings(
+    build: NodeBuilder, transfer: TransferEstimate, results: Mapping[str, RunResult],
+    observed: OomFigures | None,
+) -> list[CostReading]:  # fmt: skip
+    """The runs as replayed (``results``: ``prefix`` and the other policies, from
+    ``build``), then one re-run of each per other reading of the transfer time
+    (``observed``: the logged out-of-memory)."""
+    used = transfer.seconds
     seen = {round(used, 6)}
-    readings = [(f"used ({rr.transfer.how})", used, True)]
-    for label, s in rr.transfer.alternatives.items():
+    readings = [(f"used ({transfer.how})", used, True)]
+    for label, s in transfer.alternatives.items():
         if round(s, 6) not in seen:
             seen.add(round(s, 6))
             readings.append((label, s, False))
     out = []
     for label, seconds, is_used in readings:
         runs = {
-            p: rr.results[p] if is_used and p in rr.results else
-            rr.build_node(p, seconds).run(max_rounds=MAX_ROUNDS)
-            for p in dict.fromkeys(["prefix", *policies])
+            p: results[p] if is_used else
+            build.build(p, seconds=seconds).run(max_rounds=MAX_ROUNDS)
+            for p in results
         }  # fmt: skip
         base = runs["prefix"]
         out.append(
@@ -70,7 +78,7 @@ def cost_readings(rr: ReplayResult, policies: list[str]) -> list[CostReading]:
                 label=label,
                 seconds=seconds,
                 used=is_used,
-                reproduces=_fits(rr, base.oom, seconds),
+                reproduces=_fits(observed, transfer, base.oom, seconds),
                 ooms={
                     p: (r.oom.round, r.oom.rid, r.oom.tokens) if r.oom else None
                     for p, r in runs.items()

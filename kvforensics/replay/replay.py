@@ -1,25 +1,29 @@
 """``replay``: logs -> rebuilt rounds -> fidelity under ``prefix`` -> every policy run
-forward from the round where the crashing request was admitted -> verdict."""
+forward from the round where the crashing request was admitted -> verdict.
+
+Each stage is a value built once (``stages``): ``Rebuilt`` (the rounds rebuilt and re-run
+under ``prefix``), ``Checked`` (against the baseline's continuity), ``Runs`` (the forward
+runs), ``Findings`` (the causes, the whole-log findings); ``ReplayResult`` is assembled
+from them."""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from contextlib import suppress
 from pathlib import Path
-from typing import Any, NamedTuple, Protocol, TypedDict
+from typing import NamedTuple, TypedDict
 
 import polars as pl
 
-from kvforensics.causes import Cause, Mechanism, classify, find_causes
+from kvforensics.causes import Mechanism, classify, find_causes
 from kvforensics.causes.oom import OomFigures
 from kvforensics.causes.pools import readings
 from kvforensics.collector import fewer_collections
-from kvforensics.errors import InputError
 from kvforensics.logs import ParseSummary, load_catalogue
 from kvforensics.logs.source import check_readable
-from kvforensics.model import PrefillNode, RoundRecord, RunResult, Timing
-from kvforensics.model.profiles import FORK, Profile
+from kvforensics.model import RoundRecord, Timing
+from kvforensics.model.profiles import Profile
 from kvforensics.progress import IDLE, AnyStage, current, run_shown
 from kvforensics.replay.anchor import (
     Anchor,
@@ -31,212 +35,50 @@ from kvforensics.replay.anchor import (
 )
 from kvforensics.replay.arrivals import Shown
 from kvforensics.replay.checks import Pipes, default_jobs, start
-from kvforensics.replay.fidelity import Fidelity
+from kvforensics.replay.costs import cost_readings
+from kvforensics.replay.forward import LOWER_BOUND, MAX_ROUNDS, NodeBuilder, TransferEstimate
 from kvforensics.replay.holds import HoldsFor, holds_for, tried_seconds
 from kvforensics.replay.passes import WINDOW, RoundPass, Timed
 from kvforensics.replay.profile_choice import ProfileChoice, choose_profile
 from kvforensics.replay.ranges import rangeable, run_ranges
-from kvforensics.replay.state import arrivals_after, chunk_slots, node_at, shared_slots
-from kvforensics.replay.stock import StockAnalysis, analyse_stock, fork_lines
+from kvforensics.replay.stages import (
+    EXIT_INPUT,
+    EXIT_MISMATCH,
+    EXIT_NOT_REPRODUCED,
+    EXIT_OK,
+    Checked,
+    Findings,
+    Ran,
+    Rebuilt,
+    ReplayOptions,
+    ReplayResult,
+    Runs,
+    assemble,
+)
+from kvforensics.replay.state import chunk_slots, shared_slots
+from kvforensics.replay.stock import NoAdderLines
 from kvforensics.replay.transfers import estimate_latency
-from kvforensics.replay.verdict import first_token_delays
-from kvforensics.replay.whole_log import WholeLog
 from kvforensics.rounds import Rebuild, Round, cross_check, from_logs
 from kvforensics.rounds.drop import Drop
 from kvforensics.rounds.provenance import Prov
 from kvforensics.rounds.records import Contradiction
 from kvforensics.rounds.stream import LogStream, Narrow, narrow_rounds
 
-EXIT_OK, EXIT_INPUT, EXIT_MISMATCH, EXIT_NOT_REPRODUCED = 0, 2, 3, 4
-LOWER_BOUND = "no transfer ended before the crash (lower bound)"
-#: a counterfactual that never drains its queue is cut off here
-MAX_ROUNDS = 10_000
-
-
-class Build(Protocol):
-    """A fresh node at the start round under a policy (``seconds``: another KV transfer
-    time; ``events``: other outside allocations; ``hold``: no transfer ends before it)."""
-
-    def __call__(
-        self, policy: str, seconds: float | None = None, *, events: dict[int, int] | None = None,
-        hold: float | None = None, record: bool = True,
-    ) -> PrefillNode: ...
-
-
-@dataclass(frozen=True, slots=True)
-class TransferEstimate:
-    """The KV transfer time the replay ran with, how it was arrived at, and the other
-    values the same log supports (label -> seconds), for a reader to weigh."""
-
-    seconds: float
-    how: str  # given | inferred | derived | assumed
-    alternatives: dict[str, float]
-
-
-@dataclass
-class ReplayResult:
-    rebuild: Rebuild
-    #: the events read (a streamed replay keeps only the other ranks' and startup lines)
-    events: pl.DataFrame
-    summary: ParseSummary
-    fidelity: Fidelity
-    results: dict[str, RunResult]
-    start_round: int | None
-    assumptions: list[str] = field(default_factory=list)
-    reproduced: bool | None = None
-    #: a fresh node at the start round under a policy (what ``exec`` re-runs on tensors);
-    #: ``seconds`` replaces the KV transfer time the replay settled on
-    build_node: Callable[..., PrefillNode] | None = None
-    #: the transfer time used, and the other readings of the log it was chosen from
-    transfer: TransferEstimate | None = None
-    #: falls of the baseline the logged allocations do not explain (``rounds.continuity``)
-    drops: list[Drop] = field(default_factory=list)
-    #: the cause catalogue's findings, in catalogue order
-    causes: list[Cause] = field(default_factory=list)
-    #: whether any line's time carries milliseconds (what a measured transfer can resolve)
-    has_ms: bool = False
-    #: rounds rebuilt, and of them with adder lines (a streamed replay keeps only some)
-    rounds_seen: int = 0
-    logged_seen: int = 0
-    #: the whole-log findings, when gathered in the replay's own pass
-    whole_log: WholeLog | None = None
-    #: the model profile the policies ran under, and why that one
-    profile: ProfileChoice | None = None
-    #: round -> slots taken (> 0) or given back (< 0) outside the adder before that round,
-    #: replayed under every policy: observed falls, and what the anchoring found
-    exogenous: dict[int, int] = field(default_factory=dict)
-    #: the events the observations from the start round to the out-of-memory require
-    anchoring: Anchoring | None = None
-    #: no KV transfer ends on the clock before this time of the forward runs
-    hold_until: float = -math.inf
-    #: each policy's answer over the transfer times and placements the log allows
-    holds: dict[str, HoldsFor] = field(default_factory=dict)
-
-    def cause(self, cid: str) -> Cause | None:
-        return next((c for c in self.causes if c.id == cid), None)
-
-    @property
-    def observed_oom(self) -> OomFigures | None:
-        o = self.rebuild.oom
-        return OomFigures.of(o) if o else None
-
-    def exit_code(self) -> int:
-        if self.observed_oom and self.reproduced is False:
-            return EXIT_NOT_REPRODUCED
-        if self.fidelity.mismatches or self.rebuild.contradictions:
-            return EXIT_MISMATCH
-        return EXIT_OK
-
-    def as_dict(self) -> dict[str, Any]:
-        cfg = {k: v.as_dict() for k, v in self.rebuild.config.items()}
-        policies = {}
-        base = self.results.get("prefix")
-        for name, res in self.results.items():
-            entry: dict[str, Any] = {
-                "oom": res.oom.as_dict() if res.oom else None,
-                "rounds": len(res.rounds),
-                "unfinished": sorted(
-                    r for r, q in res.requests.items() if q.finished_round is None
-                ),
-            }
-            if base is not None and name != "prefix":
-                entry["delays"] = [d.as_dict() for d in first_token_delays(base, res)]
-            if name in self.holds:
-                entry["holds_for"] = self.holds[name].as_dict()
-            policies[name] = entry
-        return {
-            "log": self.summary.to_dict() if hasattr(self.summary, "to_dict") else None,
-            "config": cfg,
-            "observed_oom": self.observed_oom.as_dict() if self.observed_oom else None,
-            "reproduced": self.reproduced,
-            "fidelity": self.fidelity.as_dict(),
-            "start_round": self.start_round,
-            "policies": policies,
-            "root_cause": self._root_cause(),
-            "causes": [c.as_dict() for c in self.causes],
-            "unexplained_drops": [d.as_dict() for d in self.drops],
-            "contradictions": [c.as_dict() for c in self.rebuild.contradictions],
-            "assumptions": self.assumptions,
-            "profile": self.profile.as_dict() if self.profile else None,
-            "anchoring": {
-                "events": [x.as_dict() for x in self.anchoring.shifts],
-                "unmet": [u.sentence() for u in self.anchoring.unmet],
-            } if self.anchoring else None,
-        }
-
-    def _root_cause(self) -> dict[str, Any] | None:
-        """The ``unreserved_tail`` figures, when that story holds."""
-        tail = self.cause("unreserved_tail")
-        if tail is None or not tail.held:
-            return None
-        return tail.figures.as_dict() if tail.figures is not None else {}
-
 
 @fewer_collections()
-def replay_logs(
-    paths: list[Path],
-    policies: list[str],
-    *,
-    overrides: dict[str, int | None] | None = None,
-    transfer_seconds: float | None = None,
-    rank: str | None = None,
-    progress: bool = False,
-    formats: list[Path] | None = None,
-    stock: bool = False,
-    narrow: Narrow | None = None,
-    stream: bool = False,
-    whole_log: bool = False,
-    window: int = WINDOW,
-    profile: str | None = None,
-    jobs: int | None = None,
-    engine: str = "local",
-) -> ReplayResult | StockAnalysis:
-    """Logs -> replay. With ``stock``, a log without adder lines gives the analysis of what
-    it can tell (``StockAnalysis``) instead of an error. ``stream``: one pass in batches
-    that keeps only what the verdict, the causes and the forward runs need (``window``
-    recent rounds and the pinned ones; ``events`` then holds the other ranks' and startup
-    lines only); otherwise every event and round is kept (what ``report`` writes out).
-    ``whole_log``: gather the whole-log findings (``whole_log.WholeLog``) in the same pass.
-    ``narrow``: only the rounds within ``--since``/``--until`` are checked and replayed
-    (reading stops after ``--until``). ``profile``: the model profile's name (default: the
-    one the log's lines tell, else the fork's). ``jobs``: 2 re-runs the rounds of a streamed
-    replay in a second process as they are rebuilt (the same result; default: 2 for large logs
-    where there are two CPUs, ``checks.default_jobs``), 1 keeps everything in this one; on
-    one plain log, 2 or more given split it over that many workers by byte ranges
-    (``ranges``; the same result) on ``engine`` (local processes or Ray), else (and by
-    default) the second process."""
-    narrow = narrow or Narrow()
-    args = _LogArgs(overrides=overrides or {}, rank=rank, formats=formats, progress=progress)
+def replay_logs(paths: Sequence[Path], options: ReplayOptions) -> ReplayResult:
+    """Logs -> replay, as ``options`` says (``stages.ReplayOptions``): the rounds rebuilt
+    and re-run under ``prefix``, checked against the baseline's continuity, every policy
+    run forward from the start round, the findings over them. Logs without adder lines
+    raise ``stock.NoAdderLines`` (an InputError); a release's log still tells what its
+    ``stock()`` analyses."""
     paths = [Path(p) for p in paths]
     for p in paths:  # the reader's own one-line errors, before the release is looked for
         check_readable(p)
-    choice = choose_profile(paths, profile)
-    if stream:
-        given, jobs = jobs is not None, default_jobs(paths) if jobs is None else jobs
-        got: tuple[ReplayResult, RoundPass] | _Unreplayable | None = None
-        if given and rangeable(paths, jobs) and not narrow:
-            try:
-                got = _ranged(paths[0], args, narrow, window, whole_log, choice.profile, jobs,
-                              engine)  # fmt: skip
-            except Exception:  # NotRanged, or anything the join did not foresee:
-                got = None  # the one pass below: the same answer, or the error in its words
-        if got is None:
-            got = _streamed(paths, args, narrow, window, whole_log, choice.profile, min(jobs, 2))
-    else:
-        got = _whole(paths, args, narrow, whole_log, choice.profile)
-    if isinstance(got, _Unreplayable):  # no adder line
-        out = _unreplayable(got.events, got.summary, formats, overrides, stock)
-        out.profile = choice
-        return out
-    rr, ps = got
-    rr.profile = choice
-    rr.drops = ps.continuity.drops(rr.rebuild.drops)
-    rr.assumptions.extend(ps.continuity.notes)
-    rr.fidelity = rr.fidelity.with_drops(len(rr.drops))
-    _run_policies(rr, ps, policies, transfer_seconds, choice.profile)
-    rr.causes = find_causes(rr)
-    rr.whole_log = ps.checks.finish(rr, _round_seconds(ps.timed))
-    return rr
+    choice = choose_profile(paths, options.profile)
+    checked = _checked(_rebuilt(paths, options, choice), choice)
+    runs = _run_policies(checked, options)
+    return assemble(checked, runs, _findings(Ran(checked, runs)))
 
 
 class _LogArgs(TypedDict):
@@ -248,38 +90,61 @@ class _LogArgs(TypedDict):
     progress: bool
 
 
-class _Unreplayable(NamedTuple):
-    """Logs without an adder line: what was read of them."""
+def _rebuilt(paths: list[Path], options: ReplayOptions, choice: ProfileChoice) -> Rebuilt:
+    """The rounds rebuilt and re-run under ``prefix``: streamed (over byte ranges where
+    that was asked for and one plain log allows it), else whole."""
+    narrow, whole_log, window = options.narrow, options.whole_log, options.window
+    formats = list(options.formats) if options.formats is not None else None
+    args = _LogArgs(overrides=dict(options.overrides), rank=options.rank, formats=formats,
+                    progress=options.progress)  # fmt: skip
+    if not options.stream:
+        return _whole(paths, args, narrow, whole_log, choice)
+    given = options.jobs is not None
+    jobs = default_jobs(paths) if options.jobs is None else options.jobs
+    if given and rangeable(paths, jobs) and not narrow:
+        # NotRanged, or anything the join did not foresee: the one pass below gives the
+        # same answer, or the error in its words
+        with suppress(Exception):
+            return _ranged(paths[0], args, narrow, window, whole_log, choice.profile, jobs,
+                           options.engine)  # fmt: skip
+    return _streamed(paths, args, narrow, window, whole_log, choice, min(jobs, 2))
 
-    events: pl.DataFrame
-    summary: ParseSummary
+
+def _no_adder_lines(
+    events: pl.DataFrame, summary: ParseSummary, args: _LogArgs, choice: ProfileChoice
+) -> NoAdderLines:
+    """Logs without an adder line: why nothing can be replayed, with what was read (what a
+    release's log tells, ``NoAdderLines.stock``)."""
+    return NoAdderLines(events, summary, load_catalogue(args["formats"]), args["overrides"],
+                        choice)  # fmt: skip
 
 
 def _whole(
-    paths: list[Path], args: _LogArgs, narrow: Narrow, whole_log: bool, profile: Profile
-) -> tuple[ReplayResult, RoundPass] | _Unreplayable:
+    paths: list[Path], args: _LogArgs, narrow: Narrow, whole_log: bool, choice: ProfileChoice
+) -> Rebuilt:
     logs = from_logs(paths, hold=True, narrow=narrow, **args)
     if logs.rebuild is None:
-        return _Unreplayable(logs.events, logs.summary)
+        raise _no_adder_lines(logs.events, logs.summary, args, choice)
     rb = logs.rebuild
-    ps = RoundPass(rb.cfg, dict(rb.seq_lens), window=None, whole=whole_log, profile=profile)
+    ps = RoundPass(rb.cfg, dict(rb.seq_lens), window=None, whole=whole_log,
+                   profile=choice.profile)  # fmt: skip
     checked = current().stage("checking rounds", len(rb.rounds), "rounds")
     for rnd in rb.rounds:
         ps.add(rnd)
         checked.advance()
     checked.done()
-    rr = ReplayResult(rb, logs.events, logs.summary, ps.checks.result(), {}, None)
-    rr.has_ms = _has_ms(logs.events)
-    rr.rounds_seen, rr.logged_seen = len(rb.rounds), ps.logged
-    return rr, ps
+    return Rebuilt(rb, logs.events, logs.summary, ps.checks.result(), ps,
+                   has_ms=_has_ms(logs.events), rounds_seen=len(rb.rounds),
+                   logged_seen=ps.logged)  # fmt: skip
 
 
 def _streamed(
     paths: list[Path], args: _LogArgs, narrow: Narrow, window: int, whole_log: bool,
-    profile: Profile, jobs: int,
-) -> tuple[ReplayResult, RoundPass] | _Unreplayable:
+    choice: ProfileChoice, jobs: int,
+) -> Rebuilt:  # fmt: skip
     link = start(jobs)  # before the read, so that its start overlaps the first reads
     ps: RoundPass | None = None
+    profile = choice.profile
     try:
         ls = LogStream(paths, args["overrides"], args["rank"], args["formats"],
                        args["progress"], hold=True)  # fmt: skip
@@ -299,7 +164,7 @@ def _streamed(
     if ps is None or ls.unreplayable is not None:  # nothing for the second process to do
         _stop(ps, link)
     if ls.unreplayable is not None:
-        return _Unreplayable(ls.unreplayable, ls.summary)
+        raise _no_adder_lines(ls.unreplayable, ls.summary, args, choice)
     rebuilder = ls.rebuilding()
     if ps is None:  # no round at all
         ps = RoundPass(ls.settled_cfg(), rebuilder.seq_lens, window, whole_log, profile=profile)
@@ -309,7 +174,7 @@ def _streamed(
 def _ranged(
     path: Path, args: _LogArgs, narrow: Narrow, window: int, whole_log: bool, profile: Profile,
     jobs: int, engine: str,
-) -> tuple[ReplayResult, RoundPass]:  # fmt: skip
+) -> Rebuilt:  # fmt: skip
     """One plain log over byte ranges (``ranges``): the workers read, rebuild and re-run
     their ranges; this process takes the rounds in order for what spans them (the rounds
     kept, continuity, the traffic, the arrivals). Raises ``NotRanged`` where it cannot."""
@@ -334,7 +199,7 @@ def _ranged(
     return _ended(ls, ps, narrow)
 
 
-def _ended(ls: LogStream, ps: RoundPass, narrow: Narrow) -> tuple[ReplayResult, RoundPass]:
+def _ended(ls: LogStream, ps: RoundPass, narrow: Narrow) -> Rebuilt:
     """The stream has ended: the rebuild as kept, cross-checked against the other lines."""
     rebuilder = ls.rebuilding()
     kept = ps.kept()
@@ -347,11 +212,9 @@ def _ended(ls: LogStream, ps: RoundPass, narrow: Narrow) -> tuple[ReplayResult, 
     ps.keys.kept = {r.index: r for r in kept}
     for rnd in cross_check(rb, ls.side, keys=ps.keys, spans=ls.spans):
         ps.late(rnd)
-    rr = ReplayResult(rb, ls.side, ls.summary, ps.checks.result(), {}, None)
-    rr.has_ms = ls.has_ms
-    rr.rounds_seen = rebuilder.count + (len(rb.rounds) - len(kept))
-    rr.logged_seen = ps.logged
-    return rr, ps
+    return Rebuilt(rb, ls.side, ls.summary, ps.checks.result(), ps, has_ms=ls.has_ms,
+                   rounds_seen=rebuilder.count + (len(rb.rounds) - len(kept)),
+                   logged_seen=ps.logged)  # fmt: skip
 
 
 def _stop(ps: RoundPass | None, link: Pipes | None) -> None:
@@ -362,25 +225,21 @@ def _stop(ps: RoundPass | None, link: Pipes | None) -> None:
         link.close()
 
 
-def _unreplayable(
-    events: pl.DataFrame, summary: ParseSummary, formats: list[Path] | None,
-    overrides: dict[str, int | None] | None, stock: bool,
-) -> StockAnalysis:
-    """Logs without adder lines: what a release's log tells, else why nothing can be
-    replayed, in one line."""
-    cat = load_catalogue(formats)
-    if stock and not fork_lines(events, cat):  # a release's log: what it can tell
-        return analyse_stock(events, summary, cat, overrides)
-    if summary.decode_node:
-        raise InputError(
-            "these are a decode (or colocated) node's logs (Decode batch lines): "
-            "kvforensics replays prefill nodes"
-        )
-    hint = "" if fork_lines(events, cat) else "; `kvforensics replay` tells what this log shows"
-    raise InputError(
-        "no PrefillAdder lines in these logs, nothing to replay: give the deciding rank's "
-        f"(PP0) log of a build that prints them (upstream SGLang releases do not){hint}"
-    )
+def _checked(rebuilt: Rebuilt, choice: ProfileChoice) -> Checked:
+    """The rebuilt rounds against the continuity of the baseline: the falls the logged
+    allocations do not explain, counted into the fidelity."""
+    ps = rebuilt.round_pass
+    drops = tuple(ps.continuity.drops(rebuilt.rebuild.drops))
+    return Checked(rebuilt, choice, drops, rebuilt.fidelity.with_drops(len(drops)),
+                   tuple(ps.continuity.notes))  # fmt: skip
+
+
+def _findings(ran: Ran) -> Findings:
+    """The cause catalogue over the forward runs, then the whole-log findings (when the
+    pass gathered them)."""
+    ps = ran.checked.rebuilt.round_pass
+    causes = tuple(find_causes(ran))
+    return Findings(causes, ps.checks.finish(ran, _round_seconds(ps.timed)))
 
 
 def _round_seconds(timed: Timed) -> float:
@@ -392,105 +251,121 @@ def _round_seconds(timed: Timed) -> float:
     return timed.span() / (timed.count - 1)
 
 
-def _run_policies(
-    rr: ReplayResult, ps: RoundPass, policies: list[str], transfer_seconds: float | None,
-    profile: Profile = FORK,
-) -> None:
+def _run_policies(checked: Checked, options: ReplayOptions) -> Runs:
     """Every policy forward from the start round, the observed outside allocations and
     the requests that arrived since replayed where they were seen (facts of the world, not
-    decisions)."""
-    rb = rr.rebuild
+    decisions); none without a logged round."""
+    rb, ps = checked.rebuild, checked.rebuilt.round_pass
     found = _start_round(rb, ps)
     if found is None:
-        return
+        return Runs()
     start, later, shown = found
-    rr.start_round = start.index
+    notes: list[str] = []
     readings: dict[str, float] = {}
     timing, inflight, how = _transfer_model(
-        rr, start, later, ps, transfer_seconds, readings
+        checked.rebuilt, start, later, ps, options.transfer_seconds, readings, notes
     )
-    rr.transfer = TransferEstimate(timing.transfer_latency_s, how, readings)
+    transfer = TransferEstimate(timing.transfer_latency_s, how, readings)
+    given = _builder(checked, start, timing, inflight, shown, notes)
+    anchored = _anchor(rb, start, given, timing, transfer, notes)
+    build = anchored.build if anchored is not None else given
+    results = {
+        policy: run_shown(build.build(policy), f"policy {policy}", MAX_ROUNDS)
+        for policy in dict.fromkeys(["prefix", *options.policies])
+    }
+    reproduced: bool | None = None
+    holds: dict[str, HoldsFor] = {}
+    anchoring = anchored.found if anchored is not None else None
+    if rb.oom:
+        got = results["prefix"].oom
+        o = rb.oom
+        reproduced = got is not None and (got.round, got.rid, got.tokens, got.available) == (
+            o.round, o.rid, o.tokens, o.available,
+        )  # fmt: skip
+        holds = _sensitivity(rb, build, timing, readings, transfer, anchoring, results)
+    observed = OomFigures.of(rb.oom) if rb.oom else None
+    costs = cost_readings(build, transfer, results, observed) if options.costs else []
+    return Runs(
+        start.index, results, reproduced, transfer, build.outside, anchoring, build.hold_until,
+        holds, tuple(notes), build, tuple(costs),
+    )  # fmt: skip
 
-    outside = _given(rr)
+
+def _builder(
+    checked: Checked, start: Round, timing: Timing, inflight: list[tuple[str, int, float]],
+    shown: list[Shown], notes: list[str],
+) -> NodeBuilder:  # fmt: skip
+    """A fresh node at the start round under a policy, with the observed falls of the
+    baseline since, the requests first shown since, the cache that could not be evicted
+    and the SWA pool the out-of-memory line shows (each said in ``notes``)."""
+    rb = checked.rebuild
+    outside = _given(checked.drops, start.index)
     if outside and not anchors(rb, start):
-        rr.assumptions.append(
+        notes.append(
             "outside allocations replayed under every policy: "
             + ", ".join(f"{t} tokens before round {r}" for r, t in sorted(outside.items()))
             + " (observed falls of the baseline; held to the end of the run)"
         )
 
-    _note_arrivals(shown, start, timing.round_overhead_s, rr.assumptions)
-    stuck = _unevictable(rb, start, rr.assumptions)
-    swa = _swa_pool(rb, start, rr.assumptions)
-
-    def build(policy: str, seconds: float | None = None, *, events: dict[int, int] | None = None,
-              hold: float | None = None, record: bool = True) -> PrefillNode:  # fmt: skip
-        t, inf = timing, inflight
-        arrivals = arrivals_after(shown, start, timing.round_overhead_s)
-        if seconds is not None:  # same transfers, each ending ``shift`` later
-            shift = seconds - timing.transfer_latency_s
-            t = replace(timing, transfer_latency_s=seconds)
-            inf = [(rid, n, at + shift) for rid, n, at in inflight]
-        return node_at(
-            rb, start, policy, arrivals=arrivals, inflight=inf, timing=t,
-            outside=rr.exogenous if events is None else events, unevictable=stuck,
-            swa_pool_size=swa, profile=profile, ops=record, record=record,
-            hold_until=rr.hold_until if hold is None else hold,
-        )  # fmt: skip
-
-    rr.exogenous = outside
-    _anchor(rr, start, build, timing)
-    rr.build_node = build
-    for policy in dict.fromkeys(["prefix", *policies]):
-        rr.results[policy] = run_shown(build(policy), f"policy {policy}", MAX_ROUNDS)
-    if rb.oom:
-        got = rr.results["prefix"].oom
-        o = rb.oom
-        rr.reproduced = got is not None and (got.round, got.rid, got.tokens, got.available) == (
-            o.round, o.rid, o.tokens, o.available,
-        )  # fmt: skip
-        _sensitivity(rr, build, timing, readings)
+    _note_arrivals(shown, start, timing.round_overhead_s, notes)
+    stuck = _unevictable(rb, start, notes)
+    swa = _swa_pool(rb, start, notes)
+    return NodeBuilder(
+        rb, start, tuple(shown), timing, tuple(inflight), unevictable=stuck,
+        swa_pool_size=swa, profile=checked.profile.profile, outside=outside,
+    )  # fmt: skip
 
 
-def _anchor(rr: ReplayResult, start: Round, build: Build, timing: Timing) -> None:
+class _Anchored(NamedTuple):
+    """What anchoring found, and the builder held to it (its events; no transfer ending
+    inside the anchored window)."""
+
+    found: Anchoring
+    build: NodeBuilder
+
+
+def _anchor(
+    rb: Rebuild, start: Round, build: NodeBuilder, timing: Timing, transfer: TransferEstimate,
+    notes: list[str],
+) -> _Anchored | None:  # fmt: skip
     """Hold ``prefix`` to every observation from the start round to the out-of-memory:
     the exogenous events they require join the events every policy replays, and no
     transfer ends on the clock inside that window (``anchor``'s note)."""
-    rb = rr.rebuild
     marks = anchors(rb, start)
     if not marks:
-        return
+        return None
     per_round = timing.round_overhead_s
     hold = (marks[-1].round + 1 - start.index) * per_round
     # NOTE: the falls the rebuild inferred inside the window are not taken as given: the
     # anchoring finds every event there from the observations themselves
-    node = build("prefix", events={}, hold=hold, record=False)
+    node = build.build("prefix", events={}, hold=hold, record=False)
     found = anchor_run(node, marks, evidence_check(rb), start=start.index, page=rb.cfg.page_size)
-    rr.anchoring, rr.hold_until = found, hold
-    rr.exogenous = found.schedule({})
-    rr.assumptions.append(
+    held = build.held(found.schedule({}), hold)
+    notes.append(
         f"rounds {start.index}..{marks[-1].round} are held to the {len(marks)} observation(s) "
         "in them (logged baselines, the out-of-memory line): no KV transfer ends there "
         "unless one shows it"
     )
-    rr.assumptions.extend(f"observed: {s.sentence()}" for s in found.shifts)
-    rr.assumptions.extend(f"not met: {u.sentence()}" for u in found.unmet)
-    _assumption_against_evidence(rr, build, marks[-1], start)
+    notes.extend(f"observed: {s.sentence()}" for s in found.shifts)
+    notes.extend(f"not met: {u.sentence()}" for u in found.unmet)
+    _assumption_against_evidence(transfer, held, marks[-1], start, notes)
+    return _Anchored(found, held)
 
 
 def _assumption_against_evidence(
-    rr: ReplayResult, build: Build, mark: Anchor, start: Round
-) -> None:
+    transfer: TransferEstimate | None, build: NodeBuilder, mark: Anchor, start: Round,
+    notes: list[str],
+) -> None:  # fmt: skip
     """Say so where the transfer time the replay runs with would free memory inside the
     anchored window that the observations show was not there."""
-    node = build("prefix", hold=-math.inf, record=False)
+    node = build.build("prefix", hold=-math.inf, record=False)
     if not isinstance(node.step(), RoundRecord):
         return
     freed = freed_against(node, mark)
-    if freed > 0 and rr.transfer is not None:
-        rr.assumptions.append(
-            f"contradicted by the evidence: KV transfers of {rr.transfer.seconds:.2f} s "
-            f"({rr.transfer.how}) would free {freed} slots by round {mark.round}, where the "
+    if freed > 0 and transfer is not None:
+        notes.append(
+            f"contradicted by the evidence: KV transfers of {transfer.seconds:.2f} s "
+            f"({transfer.how}) would free {freed} slots by round {mark.round}, where the "
             f"logs show {mark.value} {'available' if mark.kind == 'oom' else 'as its baseline'} "
             f"({mark.where}); inside rounds {start.index}..{mark.round} the "
             "observations decide, the transfer time only after them"
@@ -498,14 +373,14 @@ def _assumption_against_evidence(
 
 
 def _sensitivity(
-    rr: ReplayResult, build: Build, timing: Timing, readings: dict[str, float]
-) -> None:
+    rb: Rebuild, build: NodeBuilder, timing: Timing, readings: dict[str, float],
+    transfer: TransferEstimate | None, found: Anchoring | None, policies: Iterable[str],
+) -> dict[str, HoldsFor]:  # fmt: skip
     """Every policy over the transfer times the log allows and the placements of the
     events found between silent rounds (``holds``)."""
     lower = readings.get(LOWER_BOUND)
-    chosen = rr.transfer.seconds if rr.transfer else timing.transfer_latency_s
+    chosen = transfer.seconds if transfer else timing.transfer_latency_s
     seconds = tried_seconds(chosen, readings, lower)
-    found = rr.anchoring
     picks = [(0, False, 0)]
     if found is not None and found.variants() > 1:
         picks.append((-1, False, 0))
@@ -515,28 +390,30 @@ def _sensitivity(
     # another policy the rounds run differently, and the time each event happened may
     # fall a round either side
     moved = picks + [(p, m, o) for p, m, _ in picks for o in (-1, 1)]
-    pool = rr.rebuild.cfg.pool_size
+    pool = rb.cfg.pool_size
 
     def run(policy: str) -> Callable[[float, int, bool, int], bool]:
         def one(sec: float, pick: int, most: bool, offset: int) -> bool:
-            events = (
-                rr.exogenous if found is None else found.schedule({}, pick, pool * most, offset)
+            events: Mapping[int, int] = (
+                build.outside if found is None else found.schedule({}, pick, pool * most, offset)
             )
-            node = build(policy, sec, events=events, record=False)
+            node = build.build(policy, seconds=sec, events=events, record=False)
             return node.run(MAX_ROUNDS).oom is not None
 
         return one
 
     allowed = (lower if lower is not None else min(seconds), None)
     events = found is not None and bool(found.shifts)
-    for policy in rr.results:
+    holds: dict[str, HoldsFor] = {}
+    for policy in policies:
         mine = moved if events and policy != "prefix" else picks
-        rr.holds[policy] = holds_for(policy, run(policy), seconds, mine, allowed)
+        holds[policy] = holds_for(policy, run(policy), seconds, mine, allowed)
+    return holds
 
 
-def _given(rr: ReplayResult) -> dict[int, int]:
+def _given(drops: Sequence[Drop], start_round: int) -> dict[int, int]:
     """The events before anchoring: the observed falls of the baseline."""
-    return {d.before_round: d.tokens for d in rr.drops if d.before_round > (rr.start_round or 0)}
+    return {d.before_round: d.tokens for d in drops if d.before_round > start_round}
 
 
 def _note_arrivals(shown: list[Shown], start: Round, per_round: float, notes: list[str]) -> None:
@@ -607,21 +484,23 @@ def _start_round(rb: Rebuild, ps: RoundPass) -> tuple[Round, Timed, list[Shown]]
 
 
 def _transfer_model(
-    rr: ReplayResult,
+    rr: Rebuilt,
     start: Round,
     later: Timed,
     ps: RoundPass,
     seconds: float | None,
     readings: dict[str, float],
+    notes: list[str],
 ) -> tuple[Timing, list[tuple[str, int, float]], str]:
     """Rounds last as long as the log says; KV transfers release memory after ``seconds``
-    (returned with how that was arrived at; the other readings go into ``readings``).
+    (returned with how that was arrived at; the other readings go into ``readings``, what
+    it assumes into ``notes``).
 
     The memory held at the start round (pool - baseline) belongs to requests whose KV is
     being sent; the batch lines' ``#inflight-req`` says how many. With no frees observed
     until the crash, no transfer ended before it: that bounds the transfer time from below.
     """
-    rb, notes = rr.rebuild, rr.assumptions
+    rb = rr.rebuild
     span = later.span()
     # Round length from the rounds replayed, or from the whole log when they are too few.
     timed = later if later.count > 1 and span > 0 else ps.timed
@@ -750,7 +629,13 @@ __all__ = [
     "EXIT_MISMATCH",
     "EXIT_NOT_REPRODUCED",
     "EXIT_OK",
+    "LOWER_BOUND",
+    "MAX_ROUNDS",
+    "WINDOW",
+    "NoAdderLines",
+    "NodeBuilder",
     "Prov",
+    "ReplayOptions",
     "ReplayResult",
     "TransferEstimate",
     "replay_logs",

@@ -427,9 +427,11 @@ def analyse_stock(
     summary: ParseSummary,
     cat: Catalogue,
     overrides: dict[str, int | None] | None = None,
+    profile: ProfileChoice | None = None,
 ) -> StockAnalysis:
-    """Everything a log without adder lines tells. Raises InputError when nothing in the
-    files is a scheduler's (no event and no line with its prefix)."""
+    """Everything a log without adder lines tells (``profile``: the release its lines
+    tell). Raises InputError when nothing in the files is a scheduler's (no event and no
+    line with its prefix)."""
     require_scheduler_log(summary)
     overrides = overrides or {}
     notes: list[dict[str, Any]] = []
@@ -448,4 +450,40 @@ def analyse_stock(
         trend=batch_trend(events, fatal, chunk.value if chunk else None),
         needed_lines=needed_lines(cat),
         contradictions=notes,
+        profile=profile,
     )
+
+
+class NoAdderLines(InputError):
+    """Logs without a PrefillAdder line: nothing to replay (the message says why and what
+    to give instead). A release's log (``release``: none of the fork's own lines either)
+    still tells what ``stock()`` analyses."""
+
+    def __init__(
+        self, events: pl.DataFrame, summary: ParseSummary, cat: Catalogue,
+        overrides: dict[str, int | None], profile: ProfileChoice,
+    ) -> None:  # fmt: skip
+        self.events, self.summary, self.cat = events, summary, cat
+        self.overrides, self.profile = overrides, profile
+        self.release = not fork_lines(events, cat)
+        super().__init__(self._why())
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return type(self), (self.events, self.summary, self.cat, self.overrides, self.profile)
+
+    def _why(self) -> str:
+        if self.summary.decode_node:
+            return (
+                "these are a decode (or colocated) node's logs (Decode batch lines): "
+                "kvforensics replays prefill nodes"
+            )
+        hint = "; `kvforensics replay` tells what this log shows" if self.release else ""
+        return (
+            "no PrefillAdder lines in these logs, nothing to replay: give the deciding rank's "
+            f"(PP0) log of a build that prints them (upstream SGLang releases do not){hint}"
+        )
+
+    def stock(self) -> StockAnalysis:
+        """What a release's log tells (``release``; raises InputError when nothing in the
+        files is a scheduler's)."""
+        return analyse_stock(self.events, self.summary, self.cat, self.overrides, self.profile)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -61,7 +62,7 @@ def verdict_text(
     rc: RootCause | None,
     observed: OomFigures | None,
     results: dict[str, Any],
-    causes: list[Cause] | None = None,
+    causes: Sequence[Cause] | None = None,
     holds: dict[str, HoldsFor] | None = None,
 ) -> list[str]:
     """The verdict in words: the held causes' stories in order of events, then each

@@ -4,8 +4,9 @@ for) or saved ledger files (as `simulate --ledger` writes them)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import polars as pl
 
@@ -17,7 +18,7 @@ from kvforensics.progress import run_shown
 from kvforensics.report.ledgers import frame_of, normalize, policies_in, select_policy
 
 if TYPE_CHECKING:
-    from kvforensics.replay import ReplayResult
+    from kvforensics.replay import ReplayOptions, ReplayResult
 
 
 def is_scenario(path: Path) -> bool:
@@ -115,15 +116,16 @@ def are_logs(paths: Sequence[Path]) -> bool:
 
 
 def replay_inputs(
-    paths: Sequence[Path], policies: Sequence[str] | None, **replay_kwargs: Any
+    paths: Sequence[Path], policies: Sequence[str] | None, options: ReplayOptions | None = None
 ) -> tuple[ReplayResult, dict[str, RunResult]]:
     """Replay logs: the rebuilt rounds re-run under ``prefix`` and the policies asked for
-    (``replay_kwargs``: the sizes, rank, formats and transfer time given on the command line)."""
-    from kvforensics.replay import ReplayResult, replay_logs
+    (``options``: how the logs are read, as given on the command line; the policies run
+    are these)."""
+    from kvforensics.replay import ReplayOptions, replay_logs
 
     names = check_policies(list(policies) if policies else ["prefix", "fixed"])
-    rr = replay_logs(list(paths), [p for p in names if p != "prefix"], **replay_kwargs)
-    # without ``stock`` a log with no adder line is refused inside: this is a replay
-    if not isinstance(rr, ReplayResult) or not rr.results:
+    others = tuple(p for p in names if p != "prefix")
+    rr = replay_logs(list(paths), replace(options or ReplayOptions(), policies=others))
+    if not rr.results:
         raise InputError("these logs hold no round to replay")
     return rr, {p: rr.results[p] for p in names}

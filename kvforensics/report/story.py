@@ -8,6 +8,7 @@ rounds, the replay's root cause and the policies' ledgers."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 import polars as pl
@@ -324,7 +325,7 @@ def _delay_table(r: CostReading) -> str:
     return _fmt.md_table(["request", *(f"`{p}`" for p in pols)], rows)
 
 
-def costs(rr: ReplayResult, names: list[str], readings: list[CostReading]) -> list[str]:
+def costs(rr: ReplayResult, names: list[str], readings: Sequence[CostReading]) -> list[str]:
     out = ["## What the fix changes, and what it costs", ""]
     out += [
         f"Every policy re-run from round {rr.start_round} with the same requests and pool "
@@ -350,7 +351,7 @@ def costs(rr: ReplayResult, names: list[str], readings: list[CostReading]) -> li
     return out
 
 
-def _alternatives(readings: list[CostReading], names: list[str]) -> list[str]:
+def _alternatives(readings: Sequence[CostReading], names: list[str]) -> list[str]:
     others = [p for p in names if p != "prefix"]
     rows = []
     for r in readings:
@@ -480,12 +481,11 @@ def history(rr: ReplayResult, rounds: int) -> list[tuple[int, int]]:
 def log_report(
     rr: ReplayResult, names: list[str], paths: list[Path]
 ) -> tuple[str, list[str], list[str]]:
-    """(title, story, evidence) of the report on a log replay."""
-    from kvforensics.replay.costs import cost_readings
-
+    """(title, story, evidence) of the report on a log replay (its cost re-runs:
+    ``ReplayOptions.costs``)."""
     rc = held_root_cause(rr.causes)
     head = [inputs_line(paths), "", "## Summary", "", *summary(rr, names)]
     head += story(rr, rc)
-    head += costs(rr, names, cost_readings(rr, [p for p in names if p != "prefix"]))
+    head += costs(rr, names, rr.costs)
     head += limits(rr, names)
     return title(rr), head, evidence(rr)

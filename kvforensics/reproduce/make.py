@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from kvforensics.errors import InputError
 from kvforensics.model import POLICIES
@@ -18,14 +18,8 @@ from kvforensics.reproduce.shrink import Shrinker, Shrunk, why_not
 from kvforensics.reproduce.toml_out import dumps
 
 if TYPE_CHECKING:
-    from kvforensics.replay.replay import ReplayResult
+    from kvforensics.replay.replay import ReplayOptions, ReplayResult
     from kvforensics.scenario import Scenario
-
-
-class ReplayOptions(Protocol):
-    """How logs are replayed (``cli._inputs.LogOptions``)."""
-
-    def replay_kwargs(self) -> dict[str, Any]: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,14 +124,14 @@ def case_from_replay(rr: ReplayResult, name: str | None = None) -> Case:
     """The replay's start state, when its cause is one ``reproduce`` reduces (named after
     the request that ran out of memory unless ``name`` is given)."""
     held = [c.id for c in rr.causes if c.held]
-    if not rr.rebuild.oom or rr.build_node is None:
+    if not rr.rebuild.oom or rr.builder is None:
         raise InputError("these logs show no out-of-memory to reproduce")
     if "unreserved_tail" not in held and "external_allocation" not in held:
         raise InputError(
             "reproduce reduces an unreserved tail or an outside allocation; the causes held "
             f"here are: {', '.join(held) or 'none'}"
         )
-    return from_node(rr.build_node("prefix"), name or f"repro-{rr.rebuild.oom.rid or 'oom'}")
+    return from_node(rr.builder.build("prefix"), name or f"repro-{rr.rebuild.oom.rid or 'oom'}")
 
 
 def case_from_scenario(sc: Scenario, name: str) -> Case:
@@ -223,8 +217,9 @@ def _links(shrunk: Shrunk, fix: str, target: str) -> tuple[tuple[LinkTest, ...],
 def reproducer_for(
     inputs: list[Path], opts: ReplayOptions, *, target: str, fix: str
 ) -> Reproducer:
-    """The reproducer of a scenario file or of logs (``opts``: ``cli._inputs.LogOptions``;
-    the logs are replayed as ``replay`` does, streamed)."""
+    """The reproducer of a scenario file or of logs (``opts``: how the logs are read, as
+    given on the command line; they are replayed as ``replay`` does, streamed, over every
+    round)."""
     if len(inputs) == 1 and inputs[0].suffix.lower() == ".toml":
         from kvforensics.scenario import load_scenario
 
@@ -234,14 +229,20 @@ def reproducer_for(
     if any(p.suffix.lower() == ".toml" for p in inputs):
         raise InputError("reproduce takes one scenario TOML, or log files")
     from kvforensics.replay import replay_logs
-    from kvforensics.replay.stock import StockAnalysis
+    from kvforensics.replay.stock import NoAdderLines
+    from kvforensics.rounds.stream import Narrow
 
-    kwargs = {k: v for k, v in opts.replay_kwargs().items() if k != "narrow"}
-    rr = replay_logs(inputs, [fix] if fix in POLICIES else [], stream=True, stock=True, **kwargs)
-    if isinstance(rr, StockAnalysis):
+    policies = (fix,) if fix in POLICIES else ()
+    options = replace(opts, policies=policies, stream=True, narrow=Narrow())
+    try:
+        rr = replay_logs(inputs, options)
+    except NoAdderLines as no:
+        if not no.release:
+            raise
+        no.stock()  # what a release's log tells: its own error where it is no scheduler's
         raise InputError(
             "these logs have no PrefillAdder lines (an SGLang release's): the rounds cannot be "
             "rebuilt, so there is no state to reduce; `kvforensics replay` tells what they show"
-        )
+        ) from None
     return make(case_from_replay(rr), source=", ".join(map(str, inputs)), target=target,
                 fix=fix, logs=True)  # fmt: skip

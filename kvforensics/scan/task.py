@@ -115,26 +115,29 @@ def _scan(
     unreadable: tuple[tuple[str, str], ...],
     jobs: int = 1,
 ) -> NodeScan:
-    from kvforensics.replay import replay_logs
+    from kvforensics.replay import ReplayOptions, replay_logs
+    from kvforensics.replay.stock import NoAdderLines
 
     # the fixes whose refusals are counted run forward too: their delays at the start
     # round then come from the replay's own runs, with its transfer model
     policies = list(dict.fromkeys([*opts.policies, *(p for p in FIXES if p in POLICIES)]))
-    rr = replay_logs(
-        local,
+    options = ReplayOptions(
         policies,
         overrides=dict(opts.overrides),
         transfer_seconds=opts.transfer_seconds,
         rank=opts.rank,
         formats=[Path(f) for f in opts.formats] or None,
-        stock=True,
         stream=True,
         whole_log=True,
         narrow=Narrow.parse(opts.since, opts.until),
         jobs=jobs,  # 1 unless the scan is of one large log (``scan_node``)
     )
-    if isinstance(rr, StockAnalysis):
-        return _stock(spec, rr, unreadable)
+    try:
+        rr = replay_logs(local, options)
+    except NoAdderLines as no:
+        if not no.release:
+            raise
+        return _stock(spec, no.stock(), unreadable)
     rb = rr.rebuild
     return NodeScan(
         node=spec.node,

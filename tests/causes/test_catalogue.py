@@ -3,7 +3,7 @@
 import pytest
 
 from kvforensics.causes import IDS
-from kvforensics.replay import replay_logs, verdict_text
+from kvforensics.replay import ReplayOptions, replay_logs, verdict_text
 from tests.conftest import FIXTURES
 
 INC = FIXTURES / "logs" / "incident"
@@ -11,7 +11,9 @@ INC = FIXTURES / "logs" / "incident"
 
 @pytest.fixture(scope="module")
 def incident():
-    return replay_logs([INC / "pp0.log", INC / "pp3.log"], ["fixed", "upstream", "drain", "park"])
+    return replay_logs(
+        [INC / "pp0.log", INC / "pp3.log"], ReplayOptions(["fixed", "upstream", "drain", "park"])
+    )
 
 
 def test_every_cause_is_reported_in_catalogue_order(incident):
@@ -33,7 +35,7 @@ def test_incident_holds_unreserved_tail_and_nothing_else(incident):
     # the crash surfaced in the forced branch, on the victim's last piece: not a cause here
     forced = incident.cause("forced_resume")
     assert forced.figures.piece == (91968, 94024) and forced.figures.rem_total_tokens == 0
-    assert incident.drops == []
+    assert incident.drops == ()
 
 
 def test_verdict_tells_the_held_story_and_every_policy(incident):

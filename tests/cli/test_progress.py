@@ -12,7 +12,7 @@ from rich.console import Console
 
 from kvforensics import progress
 from kvforensics.progress import EVERY, Stages
-from kvforensics.replay import replay_logs
+from kvforensics.replay import ReplayOptions, replay_logs
 from kvforensics.report.inputs import replay_inputs
 from tests.cli.test_options import INC, SCENARIO
 from tests.conftest import FIXTURES, ROOT
@@ -29,7 +29,7 @@ def _terminal() -> tuple[Console, io.StringIO]:
 
 def _streamed(display: Stages) -> dict:
     with display:
-        rr = replay_logs(LOGS, POLICIES, stock=True, stream=True, whole_log=True)
+        rr = replay_logs(LOGS, ReplayOptions(POLICIES, stream=True, whole_log=True))
     return rr.as_dict()
 
 

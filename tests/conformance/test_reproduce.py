@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from kvforensics.cli._inputs import LogOptions
-from kvforensics.replay import replay_logs
+from kvforensics.replay import ReplayOptions, replay_logs
 from kvforensics.reproduce.make import case_from_replay, make, reproducer_for
 from kvforensics.scenario import load_scenario
 from kvforensics.synth.incidents import INCIDENTS
@@ -71,7 +71,7 @@ def emitted(tmp_path_factory):
     """Every case's reproducer written out, and its tests' outcomes under SGLang 0.5.23 as
     released and with the fix: label -> (reproducer, test file, as released, with fix)."""
     root = tmp_path_factory.mktemp("reproduce")
-    rr = replay_logs(INCIDENT, ["fixed"], stream=True)
+    rr = replay_logs(INCIDENT, ReplayOptions(["fixed"], stream=True))
     incident = case_from_replay(rr, "repro-incident")
     reps = {}
     for label, synth, target, _ in CASES:
@@ -80,7 +80,7 @@ def emitted(tmp_path_factory):
         else:
             inc = INCIDENTS[synth]()
             logs = inc.write(root / f"logs-{label}")
-            rep = reproducer_for(logs, LogOptions(profile=inc.profile), target=target, fix="fixed")
+            rep = reproducer_for(logs, LogOptions(profile=inc.profile).replay_options(), target=target, fix="fixed")
         rep.write(root / label)
         reps[label] = rep
     files = [root / label / rep.test_name for label, rep in reps.items()]
@@ -110,7 +110,7 @@ def test_reproducer_fails_as_released_and_passes_with_the_fix(emitted, label, sy
 
 def test_outside_allocation_gets_a_scenario_and_no_test(tmp_path):
     inc = INCIDENTS["external_allocation"]()
-    rep = reproducer_for(inc.write(tmp_path), LogOptions(), target="fork", fix="fixed")
+    rep = reproducer_for(inc.write(tmp_path), LogOptions().replay_options(), target="fork", fix="fixed")
     assert rep.test_text is None and rep.tests == ()
     assert "no adder test can guard it" in rep.omitted[0]
     paths = rep.write(tmp_path / "out")

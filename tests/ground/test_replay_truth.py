@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from kvforensics.replay import replay_logs
+from kvforensics.replay import ReplayOptions, replay_logs
 from tests.ground.draw import play
 from tests.ground.render import write_logs
 
@@ -17,7 +17,7 @@ FIXES = ["fixed", "upstream", "drain", "park"]
 
 def _replayed(p, out: Path):
     paths = write_logs(p.world, out, with_ms=p.meta.with_ms)
-    return replay_logs(paths, FIXES)
+    return replay_logs(paths, ReplayOptions(FIXES))
 
 
 def _oom(o) -> tuple | None:

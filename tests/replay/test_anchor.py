@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from kvforensics.model import Config
-from kvforensics.replay import replay_logs
+from kvforensics.replay import ReplayOptions, replay_logs
 from kvforensics.replay.anchor import Anchor, Anchoring, Shift
 from kvforensics.replay.holds import holds_for, tried_seconds
 
@@ -19,7 +19,8 @@ FIXES = ["fixed", "upstream", "drain", "park"]
 @pytest.fixture(scope="module")
 def by_seconds():
     logs = [INC / "pp0.log", INC / "pp3.log"]
-    return {s: replay_logs(logs, FIXES, transfer_seconds=s) for s in (None, 0.5, 2.0, 9.0)}
+    seconds = (None, 0.5, 2.0, 9.0)
+    return {s: replay_logs(logs, ReplayOptions(FIXES, transfer_seconds=s)) for s in seconds}
 
 
 def _held(rr) -> set[str]:

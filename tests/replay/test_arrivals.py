@@ -8,7 +8,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from kvforensics.model import Config, PrefillNode, Request, Timing, get_policy
-from kvforensics.replay import replay_logs
+from kvforensics.replay import ReplayOptions, replay_logs
 from kvforensics.replay.arrivals import Arrivals
 from kvforensics.rounds.records import Decision, Piece, Round
 from kvforensics.synth import capture_run
@@ -65,7 +65,7 @@ def test_prefix_runs_the_rounds_as_they_ran_with_the_arrivals(tmp_path_factory, 
     if cap.oom is None:
         return  # no crash: the forward run starts at the last round, nothing arrives after
     inc.capture = cap
-    rr = replay_logs(inc.write(tmp_path_factory.mktemp("arrivals")), [])
+    rr = replay_logs(inc.write(tmp_path_factory.mktemp("arrivals")), ReplayOptions())
     prefix = rr.results["prefix"]
     assert rr.reproduced is True, (prefix.oom, cap.oom)
     ran = [(rc.round, rc.pieces) for rc in cap.rounds if rc.round >= rr.start_round]
@@ -95,7 +95,7 @@ def test_a_streamed_replay_keeps_the_arrivals(tmp_path):
     from kvforensics.synth.incidents import late_arrival
 
     paths = late_arrival().write(tmp_path)
-    whole = replay_logs(paths, ["fixed", "park"])
-    streamed = replay_logs(paths, ["fixed", "park"], stream=True, window=50)
+    whole = replay_logs(paths, ReplayOptions(["fixed", "park"]))
+    streamed = replay_logs(paths, ReplayOptions(["fixed", "park"], stream=True, window=50))
     assert streamed.as_dict() == whole.as_dict()
     assert streamed.reproduced is True and "as-c" in streamed.results["park"].requests

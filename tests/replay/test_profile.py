@@ -6,13 +6,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kvforensics.replay import replay_logs
+from kvforensics.replay import ReplayOptions, replay_logs
 
 CLEAN = Path(__file__).resolve().parents[2] / "fixtures" / "logs" / "clean" / "pp0.log"
 
 
 def test_the_forks_log_runs_the_fork_profile_and_says_why():
-    rr = replay_logs([CLEAN], ["fixed"])
+    rr = replay_logs([CLEAN], ReplayOptions(["fixed"]))
     d = rr.as_dict()["profile"]
     assert (d["name"], d["how"], d["release"]) == ("fork", "detected", None)
     assert d["where"].startswith(str(CLEAN) + ":") and "PrefillAdder.add_one_req" in d["line"]
@@ -20,9 +20,9 @@ def test_the_forks_log_runs_the_fork_profile_and_says_why():
 
 
 def test_a_given_profile_is_the_one_every_policy_runs():
-    rr = replay_logs([CLEAN], ["fixed"], profile="sglang-0.5.9")
+    rr = replay_logs([CLEAN], ReplayOptions(["fixed"], profile="sglang-0.5.9"))
     assert rr.as_dict()["profile"]["how"] == "given"
-    node = rr.build_node("prefix")
+    node = rr.builder.build("prefix")
     assert node.profile.name == "sglang-0.5.9"
     # 0.5.9's adder charges no page per piece: the fork's rounds are not its rounds
     assert rr.fidelity.mismatches

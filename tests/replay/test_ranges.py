@@ -12,7 +12,7 @@ import pytest
 
 import kvforensics.replay.ranges as ranges
 import kvforensics.replay.replay as replay_mod
-from kvforensics.replay import replay_logs
+from kvforensics.replay import ReplayOptions, replay_logs
 from kvforensics.scan import whole_log, whole_log_dict
 from tests.conftest import FIXTURES, ROOT
 
@@ -22,7 +22,7 @@ POLICIES = ["fixed", "upstream", "drain", "park"]
 
 def _json(path: Path, jobs: int, window: int = replay_mod.WINDOW) -> str:
     rr = replay_logs(
-        [path], POLICIES, stock=True, stream=True, whole_log=True, jobs=jobs, window=window
+        [path], ReplayOptions(POLICIES, stream=True, whole_log=True, jobs=jobs, window=window)
     )
     d = rr.as_dict()
     d["whole_log"] = whole_log_dict(whole_log(rr))

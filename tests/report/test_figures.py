@@ -7,7 +7,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from kvforensics.replay import replay_logs
+from kvforensics.replay import ReplayOptions, replay_logs
 from kvforensics.report.figures import waterfall_steps
 from kvforensics.synth.incidents import page_granularity
 
@@ -25,7 +25,7 @@ def replayed(request, tmp_path_factory):
     else:
         inc = page_granularity(**OTHERS[request.param])
         paths = inc.write(tmp_path_factory.mktemp(request.param))
-    return replay_logs(paths, ["fixed"])
+    return replay_logs(paths, ReplayOptions(["fixed"]))
 
 
 def test_checks_and_ends_are_the_records(replayed):

@@ -61,7 +61,7 @@ def test_incident_reproducer_says_what_it_keeps_and_drops(incident):
 
 def test_shrinking_is_deterministic(incident):
     out, _ = incident
-    again = reproducer_for(LOGS, LogOptions(), target="fork", fix="fixed")
+    again = reproducer_for(LOGS, LogOptions().replay_options(), target="fork", fix="fixed")
     assert again.toml == (out / "reproducer.toml").read_text()
     assert again.test_text == (out / again.test_name).read_text()
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from kvforensics.causes import IDS
-from kvforensics.replay import replay_logs
+from kvforensics.replay import ReplayOptions, replay_logs
 from kvforensics.synth.incidents import INCIDENTS
 
 POLICIES = ["fixed", "upstream", "drain", "park"]
@@ -98,7 +98,7 @@ CASES = [
 def _replayed(tmp_path_factory, name, variant):
     inc = INCIDENTS[name](**(SIZES[name][variant] if variant else {}))
     paths = inc.write(tmp_path_factory.mktemp(f"{name}-{variant}"))
-    return inc, replay_logs(paths, POLICIES, profile=inc.profile)
+    return inc, replay_logs(paths, ReplayOptions(POLICIES, profile=inc.profile))
 
 
 @pytest.fixture(scope="module", params=CASES, ids=lambda c: f"{c[0]}-{c[1] or 'default'}")
@@ -194,7 +194,7 @@ def test_hybrid_pool_binds_on_the_swa_line_and_every_policy_runs_out(hybrid):
     assert any(f"SWA pool of {inc.cfg.swa_pool_size} slots" in a for a in rr.assumptions)
     # the memory was there in the full pool: nothing forced, nothing taken outside
     assert rr.cause("forced_resume").figures.rem_total_tokens > 0
-    assert rr.drops == []
+    assert rr.drops == ()
     for name in POLICIES:
         got = rr.results[name].oom
         assert (got.round, got.rid, got.tokens) == (cap.oom.round, inc.victim, cap.oom.tokens)
@@ -279,7 +279,7 @@ def estimate(request, tmp_path_factory):
     name = "swa_page_estimate"
     inc = INCIDENTS[name](**OTHER_SIZES[name][request.param])
     paths = inc.write(tmp_path_factory.mktemp(f"{name}-{request.param}"))
-    return inc, paths, replay_logs(paths, POLICIES, profile=inc.profile)
+    return inc, paths, replay_logs(paths, ReplayOptions(POLICIES, profile=inc.profile))
 
 
 def test_page_granularity_alone_the_tokens_and_the_pages_fit_the_estimate_does_not(estimate):
@@ -302,12 +302,12 @@ def test_page_granularity_alone_the_tokens_and_the_pages_fit_the_estimate_does_n
     assert f.free_pages == oom.available // page
     assert any(str(ask.allocator_asks) in e for e in cause.evidence)
     # nothing forced: the memory check passed with memory left
-    assert rr.cause("forced_resume").held is False and rr.drops == []
+    assert rr.cause("forced_resume").held is False and rr.drops == ()
 
 
 def test_the_same_logs_under_the_fork_say_no_known_cause(estimate):
     _, paths, _ = estimate
-    rr = replay_logs(paths, POLICIES)  # the fork's adder lines: the fork profile
+    rr = replay_logs(paths, ReplayOptions(POLICIES))  # the fork's adder lines: the fork profile
     assert rr.profile.profile.name == "fork" and rr.reproduced is False
     cause = rr.cause("page_granularity")
     assert cause.held is False and "would have fit" in cause.summary
