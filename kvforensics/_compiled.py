@@ -1,17 +1,29 @@
-"""Which admission model runs: the one mypyc compiled from ``kvforensics/model``'s source
-(a build with ``KVF_COMPILE=1``, see setup.py) or that same source, interpreted.
+"""Which code runs: the modules mypyc compiled from their own ``.py`` source (a build with
+``KVF_COMPILE=1``, see setup.py) or that same source, interpreted.
 
-Both give the same decisions; ``kvforensics --version`` says which is in use.
+Both give the same results; ``kvforensics --version`` says which is in use, part by part
+(``compiled: model, rounds, replay``). ``KVF_PURE_PYTHON=1`` in the environment runs the
+source even where a compiled build sits beside it (``kvforensics/__init__.py``).
 """
 
 from __future__ import annotations
 
 from types import ModuleType
 
+from kvforensics.causes import gaps
 from kvforensics.model import adder, budget, node, pool, request, sizing
+from kvforensics.replay import checks, passes, state, transfers, whole_log
+from kvforensics.rounds import compact, records, rows, segment, stream
 
-#: the modules of the hot path (a compiled build compiles them all, or none)
-HOT_PATH: tuple[ModuleType, ...] = (adder, budget, node, pool, request, sizing)
+#: each part a compiled build compiles, by the modules of its hot path (a build compiles
+#: them all, or none). ``replay`` takes in ``causes/gaps.py``, which its re-runs call.
+PARTS: dict[str, tuple[ModuleType, ...]] = {
+    "model": (adder, budget, node, pool, request, sizing),
+    "rounds": (compact, records, rows, segment, stream),
+    "replay": (checks, passes, state, transfers, whole_log, gaps),
+}
+#: every module of the hot path
+HOT_PATH: tuple[ModuleType, ...] = tuple(m for part in PARTS.values() for m in part)
 
 
 def is_compiled(module: ModuleType) -> bool:
@@ -19,16 +31,16 @@ def is_compiled(module: ModuleType) -> bool:
     return not (getattr(module, "__file__", None) or "").endswith(".py")
 
 
-#: the model in use is mypyc's
+#: the hot path in use is mypyc's
 COMPILED: bool = all(is_compiled(m) for m in HOT_PATH)
 
 
 def describe() -> str:
-    """What ``--version`` adds: ``compiled: model`` or ``pure Python``."""
+    """What ``--version`` adds: ``compiled: model, rounds, replay`` or ``pure Python``."""
     if COMPILED:
-        return "compiled: model"
+        return "compiled: " + ", ".join(PARTS)
     if any(is_compiled(m) for m in HOT_PATH):  # a build that stopped half-way
         return "partly compiled: " + ", ".join(
-            m.__name__.rsplit(".", 1)[1] for m in HOT_PATH if is_compiled(m)
+            m.__name__.removeprefix("kvforensics.") for m in HOT_PATH if is_compiled(m)
         )
     return "pure Python"

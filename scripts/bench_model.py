@@ -11,7 +11,8 @@ PrefillAdder driven with mock allocator and cache on the same kind of machine: a
 when its environment exists); the target is 5x that.
 
 With the compiled model in use (``KVF_COMPILE=1`` at install, setup.py), the adder and node
-figures are measured again in a second interpreter that loads the model's ``.py`` files,
+figures are measured again in a second interpreter that loads the package's ``.py`` files
+(``KVF_PURE_PYTHON=1``),
 and both are printed side by side with their ratio (``side_by_side``); ``--pure`` runs
 only that interpreted leg.
 
@@ -212,24 +213,12 @@ def sglang_reference() -> dict | None:
 
 
 def source_only() -> None:
-    """Load ``kvforensics.model`` from its ``.py`` files even where a compiled build sits
-    beside them (the pure-Python leg of the comparison); before any kvforensics import."""
-    import importlib.abc
-    import importlib.machinery
-    import importlib.util
-    import sys
+    """Load ``kvforensics`` from its ``.py`` files even where a compiled build sits beside
+    them (the pure-Python leg of the comparison); before any kvforensics import. All of the
+    package or none: compiled rounds and replay code do not run on an interpreted model."""
+    import os
 
-    class SourceOnly(importlib.abc.MetaPathFinder):
-        def find_spec(self, name, path, target=None):
-            if not name.startswith("kvforensics.model."):
-                return None
-            spec = importlib.machinery.PathFinder.find_spec(name, path)
-            if spec is None or spec.origin is None or spec.origin.endswith(".py"):
-                return spec
-            source = Path(spec.origin).parent / (name.rsplit(".", 1)[1] + ".py")
-            return importlib.util.spec_from_file_location(name, source)
-
-    sys.meta_path.insert(0, SourceOnly())
+    os.environ["KVF_PURE_PYTHON"] = "1"
 
 
 def measure(args: argparse.Namespace) -> list[dict]:

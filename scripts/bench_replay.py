@@ -10,6 +10,11 @@ over the same file in the same run, with wall and CPU seconds and peak RSS
 ranges), side by side in the same run: each later run's wall and CPU (all its processes)
 over the first's, and whether it printed the same bytes.
 
+``--pure`` runs each replay a second time on the ``.py`` files (``KVF_PURE_PYTHON=1``)
+right after the build installed (a compiled one: ``KVF_COMPILE=1``, setup.py): the
+``pure`` rows' ``x first`` is then pure Python over the compiled build, and ``same`` says
+whether both printed the same bytes.
+
 Logs are made under --dir (default the temp dir) by scripts/make_large_log.py (an
 existing ``bench-<MB>mb.log`` there is reused) and removed after unless --keep. The file
 is read once before the runs so that every tool reads it from the page cache; grep runs
@@ -40,13 +45,13 @@ PY = sys.executable
 GIB_MB = 1024
 
 
-def timed(cmd: list[str], timeout: float) -> dict:
+def timed(cmd: list[str], timeout: float, env: dict[str, str] | None = None) -> dict:
     """Wall and CPU seconds and peak RSS of ``cmd`` (GNU time's -v report: its CPU takes in
     the child processes it waited for, its peak RSS only the largest process), and the
     peak of the RSS of all its processes together (sampled)."""
     with subprocess.Popen(
         ["/usr/bin/time", "-v", *cmd], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        text=True, cwd=ROOT,
+        text=True, cwd=ROOT, env=env,
     ) as proc:  # fmt: skip
         peak = TreeRss(proc.pid)
         peak.start()
@@ -156,6 +161,17 @@ def _grep(log: Path, runs: int, timeout: float) -> dict:
     }
 
 
+#: the environment of a run on the ``.py`` files, compiled build or not (``--pure``)
+PURE_ENV = {**os.environ, "KVF_PURE_PYTHON": "1"}
+
+
+def _build() -> str:
+    """What ``kvforensics --version`` says runs (``compiled: ...`` or ``pure Python``)."""
+    out = subprocess.run([PY, "-m", "kvforensics", "--version"], capture_output=True,
+                         text=True, cwd=ROOT)  # fmt: skip
+    return out.stdout.strip().rpartition("(")[2].rstrip(")")
+
+
 def _make(log: Path, mb: int) -> None:
     if not log.exists():
         cmd = [PY, str(ROOT / "scripts" / "make_large_log.py"), str(log), "--mb", str(mb)]
@@ -180,13 +196,16 @@ def bench(mb: int, workdir: Path, args: argparse.Namespace) -> dict:
     for name, code in FLOORS.items() if args.floors else ():
         row[name] = timed([PY, "-c", code, str(log)], args.timeout)
         row[name]["count"] = row[name].pop("stdout_full").strip()
+    row["build"] = _build()
+    builds = [("", None)] + ([(" pure", PURE_ENV)] if args.pure else [])
     for jobs in args.jobs.split(",") if size <= args.replay_max_mb else ():
-        cmd = [PY, "-m", "kvforensics", "replay", str(log), "--format", "json", "--no-progress"]
-        rp = timed(cmd + (["--jobs", jobs] if jobs != "default" else []), args.timeout)
-        out = rp.pop("stdout_full")
-        rp["stdout_sha256"] = hashlib.sha256(out.encode()).hexdigest()[:16]
-        rp.update(_replayed(out))
-        row[f"replay --jobs {jobs}"] = rp
+        for build, env in builds:
+            cmd = [PY, "-m", "kvforensics", "replay", str(log), "--format", "json", "--no-progress"]
+            rp = timed(cmd + (["--jobs", jobs] if jobs != "default" else []), args.timeout, env)
+            out = rp.pop("stdout_full")
+            rp["stdout_sha256"] = hashlib.sha256(out.encode()).hexdigest()[:16]
+            rp.update(_replayed(out))
+            row[f"replay --jobs {jobs}{build}"] = rp
     _against_first(row)
     g, gc = row["grep"]["wall_s"] or 0.01, row["grep"]["cpu_s"] or 0.01
     for k in [k for k in row if k in ("rounds_o", *FLOORS) or k.startswith("replay")]:
@@ -213,7 +232,7 @@ def _against_first(row: dict) -> None:
 
 
 def table(rows: list[dict]) -> None:
-    print(f"{'log MB':>7} {'load':>5} {'grep wall/cpu s':>16} | {'replay':>9} {'wall/cpu s':>17} "
+    print(f"{'log MB':>7} {'load':>5} {'grep wall/cpu s':>16} | {'replay':>14} {'wall/cpu s':>17} "
           f"{'x grep wall/cpu':>16} {'peak MB':>8} {'logged re-run':>14} "
           f"{'x first wall/cpu':>17} {'same':>5} | "
           f"{'rounds -o cpu s':>16} {'peak MB':>8}")  # fmt: skip
@@ -223,13 +242,13 @@ def table(rows: list[dict]) -> None:
         for k in [k for k in r if k.startswith("replay")] or [None]:
             rp = r.get(k)
             rep = (
-                f"{k.removeprefix('replay '):>9} {rp['wall_s']:>8}/{rp['cpu_s']:<8} "
+                f"{k.removeprefix('replay '):>14} {rp['wall_s']:>8}/{rp['cpu_s']:<8} "
                 f"{rp['x_grep_wall']:>7}/{rp['x_grep_cpu']:<8} {rp['peak_all_rss_mb']:>8} "
                 f"{rp.get('logged_rounds_rerun')!s:>14} "
                 f"{rp.get('x_first_wall')!s:>8}/{rp.get('x_first_cpu')!s:<8} "
                 f"{rp.get('same_output')!s:>5}"
                 if rp
-                else f"{'(not run)':>92}"
+                else f"{'(not run)':>97}"
             )
             print(f"{r['log_mb']:>7} {r['load_avg']:>5} {gr['wall_s']:>7}/{gr['cpu_s']:<8} | "
                   f"{rep} | {rnd}")  # fmt: skip
@@ -280,6 +299,10 @@ def main() -> None:
     ap.add_argument("--timeout", type=float, default=3600.0)
     ap.add_argument("--keep", action="store_true", help="keep the generated logs")
     ap.add_argument("--floors", action="store_true", help="time the read and the rebuild alone")
+    ap.add_argument(
+        "--pure", action="store_true",
+        help="run each replay again on the .py files (KVF_PURE_PYTHON=1), next to the build",
+    )  # fmt: skip
     ap.add_argument(
         "--jobs", default="default",
         help="replay's --jobs, one run each, comma-separated (default: the tool's own choice)",

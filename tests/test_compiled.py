@@ -1,6 +1,7 @@
-"""Which admission model runs: mypyc's build of ``kvforensics/model`` or its source.
+"""Which code runs: mypyc's build of the model and of the replay's hot path
+(``rounds``, ``replay``; setup.py) or their source.
 
-Both give the same decisions (CI runs the model's, the rounds' and the replay's tests on
+Both give the same results (CI runs the model's, the rounds' and the replay's tests on
 both). ``KVF_EXPECT_COMPILED`` (1 or 0), set by CI, says which one the run must be on, so
 that a build that quietly fell back to pure Python cannot pass for a compiled one.
 """
@@ -16,14 +17,29 @@ from kvforensics import _compiled
 from tests.conftest import ROOT
 
 
-def test_the_version_says_which_model_runs():
+def test_the_version_says_which_code_runs():
     from typer.testing import CliRunner
 
     from kvforensics.cli import app
 
     out = CliRunner().invoke(app, ["--version"]).output.strip()
-    want = "(compiled: model)" if _compiled.COMPILED else "(pure Python)"
+    want = "(compiled: model, rounds, replay)" if _compiled.COMPILED else "(pure Python)"
     assert out.endswith(want), out
+
+
+def test_pure_python_on_demand_runs_the_source():
+    """``KVF_PURE_PYTHON=1`` loads every module from its ``.py`` file, compiled build or not."""
+    import subprocess
+    import sys
+
+    code = (
+        "from kvforensics import _compiled as c; "
+        "print(c.describe(), all(m.__file__.endswith('.py') for m in c.HOT_PATH))"
+    )
+    env = {**os.environ, "KVF_PURE_PYTHON": "1"}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                         text=True, check=True, cwd=ROOT)  # fmt: skip
+    assert out.stdout.split() == ["pure", "Python", "True"], out
 
 
 def test_compiled_means_every_hot_path_module_is_an_extension():
@@ -38,17 +54,36 @@ def test_the_model_in_use_is_the_one_ci_built():
     assert (os.environ["KVF_EXPECT_COMPILED"] == "1") == _compiled.COMPILED, _compiled.describe()
 
 
-def _setup_list(name: str) -> list[str]:
+def _setup_dict(name: str) -> dict:
+    """``name``'s value in setup.py (a dict of literals; a comprehension of them evaluated
+    with ``_ONCE``, the reason they share)."""
     tree = ast.parse((ROOT / "setup.py").read_text())
+    found = {}
     for node in tree.body:
-        if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", None) == name:
-            return [e.value for e in node.value.generators[0].iter.elts]  # type: ignore[attr-defined]
-    raise AssertionError(f"setup.py has no {name}")
+        if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name):
+            found[node.targets[0].id] = node.value
+    if name not in found:
+        raise AssertionError(f"setup.py has no {name}")
+    env = {"_ONCE": ast.literal_eval(found["_ONCE"])}
+    return eval(compile(ast.Expression(found[name]), "setup.py", "eval"), env)
 
 
-def test_setup_compiles_every_model_module_but_the_ones_it_names():
-    """A new module of the model is compiled unless setup.py says why not."""
-    compiled = set(_setup_list("COMPILED"))
-    modules = {p.stem for p in (ROOT / "kvforensics" / "model").glob("*.py")}
-    assert modules - compiled == {"__init__", "config", "decisions"}
-    assert {m.__name__.rsplit(".", 1)[1] for m in _compiled.HOT_PATH} <= compiled
+def test_setup_compiles_every_module_of_its_packages_but_the_ones_it_names():
+    """A new module of a compiled package is compiled unless setup.py says why not."""
+    compiled = _setup_dict("COMPILED_MODULES")
+    interpreted = _setup_dict("INTERPRETED")
+    assert set(compiled) == set(interpreted) == {"model", "rounds", "replay", "causes"}
+    for package, names in compiled.items():
+        modules = {p.stem for p in (ROOT / "kvforensics" / package).glob("*.py")}
+        assert not set(names) & set(interpreted[package]), package
+        assert set(names) | set(interpreted[package]) == modules, package
+        assert all(interpreted[package].values()), f"{package}: a module left without why"
+    assert set(interpreted["model"]) == {"__init__", "config", "decisions"}
+    for m in _compiled.HOT_PATH:
+        package, name = m.__name__.split(".")[1:]
+        assert name in compiled[package], m.__name__
+
+
+def test_every_part_the_version_names_is_compiled_by_setup():
+    compiled = _setup_dict("COMPILED_MODULES")
+    assert set(_compiled.PARTS) <= set(compiled)

@@ -29,14 +29,14 @@ TIERS: list[set[str]] = [
     # the figures' canvas, palette and token axis, shared by report and scan
     {"plotting"},
     {"model"},
-    # which model runs, compiled or not (read by the CLI's --version)
-    {"_compiled"},
     # logs check sizes against the model's limits; scenarios build model requests;
     # ledger_io reads and writes the model's ledgers
     {"logs", "scenario", "ledger_io"},
     {"rounds", "synth"},
     {"causes"},
     {"replay"},
+    # which code runs, compiled or not (read by the CLI's --version)
+    {"_compiled"},
     {"scan", "reproduce"},
     {"report"},
     {"exec"},

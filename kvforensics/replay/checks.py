@@ -24,6 +24,8 @@ from operator import attrgetter
 from pathlib import Path
 from typing import IO, Any
 
+from mypy_extensions import mypyc_attr
+
 from kvforensics.errors import KvfError
 from kvforensics.model import Config
 from kvforensics.model.profiles import Profile
@@ -300,6 +302,8 @@ def _env() -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": root + (os.pathsep + path if path else "")}
 
 
+# compiled, a plain class: pickle makes a native one by calling __init__ with no arguments
+@mypyc_attr(native_class=False)
 class Failed:
     """An exception the second process raised, to raise again here."""
 

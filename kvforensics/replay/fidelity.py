@@ -7,6 +7,8 @@ from dataclasses import dataclass, field, replace
 from operator import attrgetter
 from typing import Any
 
+from mypy_extensions import mypyc_attr
+
 from kvforensics.model.ledger import Step
 from kvforensics.model.profiles import FORK, Profile
 from kvforensics.replay.state import Sizes, node_at
@@ -27,6 +29,8 @@ FIELDS = {
 _MAY_LACK = ("decision", "start", "end", "result")
 
 
+# compiled, a plain class: copy and pickle cannot set a native frozen dataclass's fields
+@mypyc_attr(native_class=False)
 @dataclass(frozen=True, slots=True)
 class Mismatch:
     """A logged number the model gives otherwise (``rid`` None: the count of steps)."""
@@ -34,8 +38,10 @@ class Mismatch:
     round: int
     rid: str | None
     field: str
-    logged: object
-    model: object
+    # Any, not object: mypyc's dataclasses look a field's type up among the module's
+    # names, and ``object`` is not one of them
+    logged: Any
+    model: Any
     where: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
@@ -46,6 +52,8 @@ class Mismatch:
         return d
 
 
+# compiled, a plain class: copy and pickle cannot set a native frozen dataclass's fields
+@mypyc_attr(native_class=False)
 @dataclass(frozen=True, slots=True)
 class Fidelity:
     """The logged rounds re-run, what differed, and the baseline falls nothing explains."""

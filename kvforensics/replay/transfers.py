@@ -14,6 +14,7 @@ from collections import Counter
 from collections.abc import Iterator
 from datetime import datetime
 from itertools import accumulate, chain, islice
+from typing import Protocol
 
 from kvforensics.model import Config
 from kvforensics.rounds import Rebuild, Round
@@ -95,7 +96,17 @@ def frees_and_finishes(rb: Rebuild, before: int) -> tuple[Pairs, Pairs]:
     return traffic.before(before)
 
 
-def estimate_latency(frees: Pairs, finishes: Pairs) -> tuple[float, tuple[float, float]] | None:
+class Timeline(Protocol):
+    """(seconds, tokens) in time order, and how many: ``Pairs``, or a plain list of them."""
+
+    def __len__(self) -> int: ...
+
+    def __iter__(self) -> Iterator[tuple[float, int]]: ...
+
+
+def estimate_latency(
+    frees: Timeline, finishes: Timeline
+) -> tuple[float, tuple[float, float]] | None:
     """Median delay between a request finishing and its memory coming back.
 
     Transfers end roughly in the order requests finished, so each observed rise is paid

@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any, Protocol, TypeVar
 
+from mypy_extensions import mypyc_attr
+
 from kvforensics.causes.gaps import through_gaps, unreserved
 from kvforensics.model import POLICIES, OutOfMemory, RunResult, Timing
 from kvforensics.model.ledger import Step
@@ -33,6 +35,8 @@ FORWARD_ROUNDS = 1_000
 MARGIN_POINTS = 256
 
 
+# compiled, a plain class: copy and pickle cannot set a native frozen dataclass's fields
+@mypyc_attr(native_class=False)
 @dataclass(frozen=True, slots=True)
 class GapAdmission:
     """A request admitted after a truncation, in the chunk budget the truncation left,
@@ -51,6 +55,8 @@ class GapAdmission:
     leftover_chunk_budget: int | None
 
 
+# compiled, a plain class: copy and pickle cannot set a native frozen dataclass's fields
+@mypyc_attr(native_class=False)
 @dataclass(frozen=True, slots=True)
 class Margin:
     """What a round left (available + evictable after its allocation) minus the tails that
@@ -65,6 +71,8 @@ class Margin:
     oom: bool = False
 
 
+# compiled, a plain class: copy and pickle cannot set a native frozen dataclass's fields
+@mypyc_attr(native_class=False)
 @dataclass(frozen=True, slots=True)
 class Refusal:
     """A request the prefix run admitted that a fix refuses in the same round."""
@@ -75,6 +83,8 @@ class Refusal:
     delay_s: float | None
 
 
+# compiled, a plain class: copy and pickle cannot set a native frozen dataclass's fields
+@mypyc_attr(native_class=False)
 @dataclass(frozen=True, slots=True)
 class WholeLog:
     """The whole-log findings of one node."""
@@ -251,6 +261,8 @@ def fix_policies() -> list[str]:
     return [p for p in FIXES if p in POLICIES]
 
 
+# compiled, a plain class: copy and pickle cannot set a native frozen dataclass's fields
+@mypyc_attr(native_class=False)
 @dataclass(frozen=True, slots=True)
 class Findings:
     """What the pass over the rounds found, before the refused requests' delays."""

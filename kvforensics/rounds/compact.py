@@ -13,6 +13,8 @@ from collections.abc import Iterator
 from datetime import datetime, timedelta
 from typing import IO, Any
 
+from mypy_extensions import mypyc_attr
+
 _EPOCH = datetime(1970, 1, 1)
 _US = timedelta(microseconds=1)
 #: no time
@@ -33,6 +35,9 @@ CHUNK = 1 << 16
 STEP = 1 << 10
 
 
+# a plain Python class when compiled: the finalizer that closes the file needs a weak
+# reference to the spool, which mypyc's native classes do not take
+@mypyc_attr(native_class=False)
 class Spool:
     """Rows of fixed-width numbers (one ``array`` typecode a column) appended as rounds
     stream by and read back in order once the stream has ended. All but the last

@@ -7,10 +7,14 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
+from mypy_extensions import mypyc_attr
+
 from kvforensics.model import Config
 from kvforensics.rounds.provenance import Prov
 
 
+# compiled, a plain class: copy and pickle cannot set a native frozen dataclass's fields
+@mypyc_attr(native_class=False)
 @dataclass(frozen=True, slots=True)
 class Contradiction:
     """Two pieces of evidence that cannot both hold (``round`` None: no round to pin it on)."""
@@ -23,6 +27,8 @@ class Contradiction:
         return {"round": self.round, "what": self.what, "detail": self.detail}
 
 
+# compiled, a plain class: copy and pickle cannot set a native frozen dataclass's fields
+@mypyc_attr(native_class=False)
 @dataclass(frozen=True, slots=True)
 class LoggedOom:
     """The out-of-memory line as logged; ``round`` and ``rid`` once the rebuild has placed

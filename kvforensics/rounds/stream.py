@@ -17,6 +17,7 @@ from datetime import datetime
 from pathlib import Path
 
 import polars as pl
+from mypy_extensions import mypyc_attr
 
 from kvforensics.errors import InputError
 from kvforensics.logs.catalogue import load_catalogue
@@ -33,6 +34,8 @@ from kvforensics.rounds.segment import KINDS, rows_of
 from kvforensics.rounds.source import check_prefill, has_adder_lines, require_adder_lines
 
 
+# compiled, a plain class: copy and pickle cannot set a native frozen dataclass's fields
+@mypyc_attr(native_class=False)
 @dataclass(frozen=True, slots=True)
 class Narrow:
     """``--since`` / ``--until``: a round number or a time (inclusive). Rounds outside are

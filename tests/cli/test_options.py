@@ -101,7 +101,7 @@ def test_version():
     assert r.returncode == 0
     assert r.stdout.strip() in {
         f"kvforensics {version('kvforensics')} (pure Python)",
-        f"kvforensics {version('kvforensics')} (compiled: model)",
+        f"kvforensics {version('kvforensics')} (compiled: model, rounds, replay)",
     }
 
 
