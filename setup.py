@@ -82,10 +82,13 @@ INTERPRETED = {
         "config": _ONCE,
         "drop": _ONCE,
         "ranks": _ONCE,
+        "reconcile": "called by the rebuild where its walk meets the evidence; compiled "
+        "with it",
         "rebuild": "hot (the round-by-round rebuild), but its walk re-reads self.chunked "
         "after calls that may clear it, where mypy keeps the narrowed Chunked and mypyc "
         "would check for one (a TypeError on None); compiled once those reads are rewritten",
         "source": _ONCE,
+        "walk": "the rebuild's walk of silent rounds; compiled with the rebuild",
         "writers": "the NDJSON/Parquet edge: json and polars do the work",
     },
     "replay": {
@@ -93,10 +96,12 @@ INTERPRETED = {
         "_checker": _ONCE,
         "anchor": _ONCE,
         "costs": _ONCE,
+        "forward": _ONCE,
         "holds": _ONCE,
         "profile_choice": _ONCE,
         "ranges": "the byte-range split: workers and the join, once a range",
         "replay": "the command's driver: its per-round loop is passes.py's",
+        "stages": _ONCE,
         "stock": _ONCE,
         "stock_trend": _ONCE,
         "stock_words": _ONCE,
@@ -113,6 +118,7 @@ INTERPRETED = {
             "oom",
             "pages",
             "pools",
+            "replayed",
             "tail",
         )
     },
