@@ -97,6 +97,7 @@ def test_fixtures_give_the_same_output_for_every_n(name: str, small_ranges: Spy)
         assert any(j is not None and len(j.results) > 1 for j in small_ranges.joins)
 
 
+@pytest.mark.slow  # half a minute of the default run; CI's slow step runs it
 def test_a_large_log_gives_the_same_output_for_every_n(large_log: Path, small_ranges: Spy) -> None:
     one = _json(large_log, 1)
     for jobs in (2, 3, 5):
@@ -108,6 +109,7 @@ def test_a_large_log_gives_the_same_output_for_every_n(large_log: Path, small_ra
     assert any(h is not None and h.state[0] is not None for h in heads)
 
 
+@pytest.mark.slow  # half a minute of the default run; CI's slow step runs it
 def test_rounds_the_join_does_not_keep_travel_light(large_log: Path, small_ranges: Spy) -> None:
     """With a short window most rounds go without their evidence: the output is the same."""
     one = _json(large_log, 1, window=40)
