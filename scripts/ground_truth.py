@@ -65,6 +65,8 @@ def truth(p: Played) -> dict:
         "round_seconds_mean": round(_round_seconds(p), 4),
         "intruders": list(p.intruders),
         "outside_in_victim_life": [list(x) for x in p.outside_in_life],
+        # every outside allocation as it happened under prefix: (time, slots got, next round)
+        "outside_taken": [[tk.at, tk.tokens, tk.round_after] for tk in p.world.taken],
         "future": "the same arrivals (up to the crash), transfer times and outside allocation",
         "policies": {
             k: {"end": v.end, "oom": _oom_dict(v.oom), "rounds": v.rounds}
@@ -107,6 +109,24 @@ def _depends(pol: dict) -> object | None:
         if v not in (None, "all", [], {}, True):
             return v
     return None
+
+
+def _unseen_marked(pol: dict, t: dict) -> bool:
+    """The replay said the answer holds only for takes outside the adder, where the logs
+    could not show one, below some size, and the world had such a take at least that
+    large (one that got nothing under ``prefix``)."""
+    h = pol.get("holds_for")
+    u = h.get("unseen_take") if isinstance(h, dict) else None
+    least = u.get("least_slots") if isinstance(u, dict) else None
+    out = t.get("outside")
+    start, crash = t["start_round"], t["crash"]["round"]
+    got_nothing = [
+        r for _at, got, r in t.get("outside_taken", []) if not got and start < r <= crash
+    ]
+    return (
+        least is not None and out is not None and "outside_unseen" in t["tags"]
+        and bool(got_nothing) and out["tokens"] >= least
+    )  # fmt: skip
 
 
 def _drop_in_life(rep: dict, t: dict) -> bool:
@@ -166,7 +186,7 @@ def _policies(v: Verdicts, t: dict, pols: dict, rep: dict) -> None:
         v.row(p, ok, f"{p}: answer differs",
               f"{p}: replay {'OOM ' + str(said) if said else 'no OOM'}, "
               f"world {'OOM ' + str(world) if world else 'no OOM'}",
-              marked=_depends(pol) is not None)  # fmt: skip
+              marked=_depends(pol) is not None or _unseen_marked(pol, t))  # fmt: skip
 
 
 def _causes(v: Verdicts, t: dict, rep: dict) -> list[str]:

@@ -12,6 +12,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from kvforensics.replay.unseen import UnseenTake
+
 #: multiples of the longest transfer time the log suggests, tried beyond it
 BEYOND = (2.0, 4.0)
 
@@ -40,6 +42,9 @@ class HoldsFor:
     cases: tuple[Case, ...]
     #: the transfer times the log allows, as far as it bounds them (lower, upper or None)
     allowed: tuple[float, float | None]
+    #: for "no out of memory": the least take outside the adder, where the logs could not
+    #: show one, that undoes it (None: no round was blind, or it was not searched)
+    unseen: UnseenTake | None = None
 
     def sentence(self) -> str:
         tried = sorted({c.seconds for c in self.cases})
@@ -55,7 +60,9 @@ class HoldsFor:
         )
         every = parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
         if self.answer == "no out of memory":
-            return f"avoids it for {every}"
+            u = self.unseen
+            tail = f"; {u.sentence()}" if u is not None and u.least_slots is not None else ""
+            return f"avoids it for {every}{tail}"
         if self.answer == "out of memory":
             return f"runs out of memory for {every}"
         return "depends on the unobserved: " + self._where()
@@ -106,7 +113,7 @@ class HoldsFor:
                 | ({"round_offset": c.offset} if c.offset else {})
                 for c in self.cases
             ],
-        }
+        } | ({"unseen_take": self.unseen.as_dict()} if self.unseen is not None else {})
 
 
 def tried_seconds(chosen: float, readings: dict[str, float], lower: float | None) -> list[float]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import suppress
+from dataclasses import replace
 from pathlib import Path
 from typing import NamedTuple, TypedDict
 
@@ -22,7 +23,7 @@ from kvforensics.causes.pools import readings
 from kvforensics.collector import fewer_collections
 from kvforensics.logs import ParseSummary, load_catalogue
 from kvforensics.logs.source import check_readable
-from kvforensics.model import RoundRecord, Timing
+from kvforensics.model import RoundRecord, RunResult, Timing
 from kvforensics.model.profiles import Profile
 from kvforensics.progress import IDLE, AnyStage, current, run_shown
 from kvforensics.replay.anchor import (
@@ -58,6 +59,7 @@ from kvforensics.replay.stages import (
 from kvforensics.replay.state import chunk_slots, shared_slots
 from kvforensics.replay.stock import NoAdderLines
 from kvforensics.replay.transfers import estimate_latency
+from kvforensics.replay.unseen import blind_rounds, least_take
 from kvforensics.rounds import Rebuild, Round, cross_check, from_logs
 from kvforensics.rounds.drop import Drop
 from kvforensics.rounds.provenance import Prov
@@ -283,6 +285,8 @@ def _run_policies(checked: Checked, options: ReplayOptions) -> Runs:
             o.round, o.rid, o.tokens, o.available,
         )  # fmt: skip
         holds = _sensitivity(rb, build, timing, readings, transfer, anchoring, results)
+        if reproduced:
+            holds = _unseen_takes(rb, build, start, results, holds)
     observed = OomFigures.of(rb.oom) if rb.oom else None
     costs = cost_readings(build, transfer, results, observed) if options.costs else []
     return Runs(
@@ -409,6 +413,30 @@ def _sensitivity(
         mine = moved if events and policy != "prefix" else picks
         holds[policy] = holds_for(policy, run(policy), seconds, mine, allowed)
     return holds
+
+
+def _unseen_takes(
+    rb: Rebuild, build: NodeBuilder, start: Round, results: Mapping[str, RunResult],
+    holds: dict[str, HoldsFor],
+) -> dict[str, HoldsFor]:  # fmt: skip
+    """Each "no out of memory" with the least take outside the adder, made where the logs
+    could not show one (``unseen``), that undoes it. Only where ``prefix`` reproduces
+    the logged rounds: its run is what says where the logged pool had nothing free."""
+    assert rb.oom is not None and rb.oom.round is not None
+    page, pool = rb.cfg.page_size, rb.cfg.pool_size
+    blind = blind_rounds(results["prefix"].rounds, start.index, rb.oom.round, page)
+    out = dict(holds)
+    for policy, h in holds.items():
+        if policy == "prefix" or h.answer != "no out of memory" or not blind:
+            continue
+
+        def runs_out(before: int, slots: int, policy: str = policy) -> bool:
+            events = dict(build.outside)
+            events[before] = events.get(before, 0) + slots
+            return build.build(policy, events=events, record=False).run(MAX_ROUNDS).oom is not None
+
+        out[policy] = replace(h, unseen=least_take(runs_out, blind, pool=pool, page=page))
+    return out
 
 
 def _given(drops: Sequence[Drop], start_round: int) -> dict[int, int]:
