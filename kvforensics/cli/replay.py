@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated, Any, NoReturn
+from typing import Annotated, NoReturn
 
 import typer
 
@@ -42,6 +42,7 @@ from kvforensics.replay.ranges import check_engine
 from kvforensics.replay.replay import ReplayResult
 from kvforensics.replay.stock import NoAdderLines, StockAnalysis
 from kvforensics.replay.stock_words import release_line, stock_text
+from kvforensics.replay.verdict import first_token_delays
 from kvforensics.replay.whole_log import WholeLog
 from kvforensics.report.terminal import FitTable, literal
 from kvforensics.scan import whole_log, whole_log_dict
@@ -101,43 +102,58 @@ def replay(
             stock = no.stock()  # a release's log: what it can tell
     if stock is not None:
         _print_stock(stock, fmt)
-    d = rr.as_dict()
     wl = whole_log(rr)
-    d["whole_log"] = whole_log_dict(wl)
     if fmt == "json":
-        print_json(d)
+        print_json(rr.as_dict() | {"whole_log": whole_log_dict(wl)})
         sys.exit(rr.exit_code())
-    _print_replay(rr, d, wl)
+    _print_replay(rr, wl)
     sys.exit(rr.exit_code())
 
 
-def _print_replay(rr: ReplayResult, d: dict[str, Any], wl: WholeLog) -> None:
+def _print_replay(rr: ReplayResult, wl: WholeLog) -> None:
     """The replay on the terminal: what was read, the logged out-of-memory, fidelity,
     the policies, the verdict and what it assumes."""
     print_log_summary(rr.summary)
-    o = d["observed_oom"]
+    o = rr.observed_oom
     if not o and rr.summary.cut_lines:
         console.print(
             "[yellow]The log is cut short: an out-of-memory after the cut would not show.[/]"
         )
     if o:
+        others = (("swa", o.swa_available), ("mamba", o.mamba_available))
         console.print(
-            f"[bold]Logged out of memory[/]: round {o['round']}, {literal(o['rid'])}, "
-            f"Try to allocate {o['tokens']} tokens, {o['available']} available"
-            + "".join(
-                f" ({pool} pool: {o[f'{pool}_available']} available)"
-                for pool in ("swa", "mamba")
-                if o.get(f"{pool}_available") is not None
-            )
+            f"[bold]Logged out of memory[/]: round {o.round}, {literal(o.rid)}, "
+            f"Try to allocate {o.tokens} tokens, {o.available} available"
+            + "".join(f" ({pool} pool: {n} available)" for pool, n in others if n is not None)
         )
     else:
         console.print("[bold]No out of memory in these logs.[/]")
     print_para(whole_log_line(wl), indent=0, hang=2)
-    fid = d["fidelity"]
-    drops = fid.get("unexplained_drops", 0)
+    _print_fidelity(rr)
+    console.print(_policy_table(rr), highlight=False)
+    base = rr.results.get("prefix")
+    for name, res in rr.results.items():
+        if base is None or name == "prefix":
+            continue
+        for x in (x for x in first_token_delays(base, res) if x.delay_s):
+            print_para(f"{name}: {x.rid} first token {x.delay_s:+.2f} s later than under prefix")
+    console.print("[bold]Verdict[/]")
+    for line in verdict_text(held_root_cause(rr.causes), o, rr.results, rr.causes, rr.holds):
+        print_para(line)
+    if rr.rebuild.contradictions:
+        print_contradictions(rr.rebuild.contradictions, limit=5)
+    console.print("Assumptions:")
+    for a in rr.assumptions:
+        print_para(a)
+
+
+def _print_fidelity(rr: ReplayResult) -> None:
+    """The logged rounds re-run under ``prefix``, what differed, and the profile."""
+    fid = rr.fidelity
+    drops = fid.unexplained_drops or 0
     console.print(
-        f"Fidelity under prefix: {fid['rounds_checked']} logged rounds re-run, "
-        f"{len(fid['mismatches'])} mismatch(es)"
+        f"Fidelity under prefix: {fid.rounds_checked} logged rounds re-run, "
+        f"{len(fid.mismatches)} mismatch(es)"
         + (f", {drops} unexplained baseline fall(s)" if drops else "")
         + (
             ""
@@ -147,42 +163,29 @@ def _print_replay(rr: ReplayResult, d: dict[str, Any], wl: WholeLog) -> None:
     )
     if rr.profile is not None:
         print_para(release_line(rr.profile), indent=0, hang=2)
-    for m in fid["mismatches"][:10]:
+    for m in fid.mismatches[:10]:
         print_para(
-            f"round {m['round']} {m['rid']}: {m['field']} logged {m['logged']} "
-            f"model {m['model']} ({m.get('where', '')})"
+            f"round {m.round} {m.rid}: {m.field} logged {m.logged} "
+            f"model {m.model} ({m.where or ''})"
         )
-    console.print(_policy_table(d), highlight=False)
-    for name, p in d["policies"].items():
-        for x in (x for x in p.get("delays", []) if x["delay_s"]):
-            print_para(
-                f"{name}: {x['rid']} first token {x['delay_s']:+.2f} s later than under prefix"
-            )
-    console.print("[bold]Verdict[/]")
-    for line in verdict_text(held_root_cause(rr.causes), rr.observed_oom, rr.results, rr.causes, rr.holds):
-        print_para(line)
-    if rr.rebuild.contradictions:
-        print_contradictions(rr.rebuild.contradictions, limit=5)
-    console.print("Assumptions:")
-    for a in d["assumptions"]:
-        print_para(a)
 
 
-def _policy_table(d: dict[str, Any]) -> FitTable:
+def _policy_table(rr: ReplayResult) -> FitTable:
     t = FitTable(
         ["policy", "out of memory", "rounds", "unfinished"],
-        title=f"Policies from round {d['start_round']}",
+        title=f"Policies from round {rr.start_round}",
         right=(2,),
     )
-    for name, p in d["policies"].items():
-        oom = p["oom"]
+    for name, res in rr.results.items():
+        oom = res.oom
+        unfinished = sorted(r for r, q in res.requests.items() if q.finished_round is None)
         t.add_row(
             name,
-            f"round {oom['round']} {oom['rid']} {oom['tokens']} tokens, {oom['available']} available"
+            f"round {oom.round} {oom.rid} {oom.tokens} tokens, {oom.available} available"
             if oom
             else "none",
-            p["rounds"],
-            ", ".join(p["unfinished"]) or "-",
+            len(res.rounds),
+            ", ".join(unfinished) or "-",
         )
     return t
 
