@@ -22,7 +22,7 @@ import subprocess
 import sys
 import tempfile
 from collections import Counter
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict
 from pathlib import Path
 
@@ -321,18 +321,34 @@ def _result(t: dict, rc: int, rep: dict | None, err: str) -> dict:
     return j
 
 
+def _drawn(seed: int, i: int, root: Path, reuse: bool) -> tuple[dict, list[Path]]:
+    """World ``seed`` (index ``i``): drawn, or with ``reuse`` read back from what an
+    earlier run wrote (truth.json is written last, so its presence means the logs are
+    whole; the draw is deterministic, so it is the same world)."""
+    d = root / f"world-{seed}"
+    if reuse and (d / "truth.json").exists():
+        return json.loads((d / "truth.json").read_text()), sorted(d.glob("pp*.log"))
+    return _world(seed, i, root)
+
+
+def _one(seed: int, i: int, root: Path, reuse: bool) -> dict:
+    """Draw (or reuse) one world, replay its logs on today's code, judge it."""
+    t, paths = _drawn(seed, i, root, reuse)
+    rc, rep, err = replay(paths)
+    if rep is not None:
+        (paths[0].parent / "replay.json").write_text(json.dumps(rep, indent=1) + "\n")
+    (paths[0].parent / "replay.exit").write_text(f"{rc}\n")
+    return _result(t, rc, rep, err)
+
+
 def _run(args: argparse.Namespace, root: Path) -> list[dict]:
-    worlds = [_world(args.seed + i, i, root) for i in range(args.worlds)]
-    # the replays are separate processes, two at a time
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        reps = list(pool.map(lambda w: replay(w[1]), worlds))
-    results = []
-    for (t, paths), (rc, rep, err) in zip(worlds, reps, strict=True):
-        if rep is not None:
-            (paths[0].parent / "replay.json").write_text(json.dumps(rep, indent=1) + "\n")
-        (paths[0].parent / "replay.exit").write_text(f"{rc}\n")
-        results.append(_result(t, rc, rep, err))
-    return results
+    # each world drawn and replayed in a worker process of its own (the replay itself is a
+    # child process of it)
+    with ProcessPoolExecutor(max_workers=args.jobs) as pool:
+        futures = [
+            pool.submit(_one, args.seed + i, i, root, args.resume) for i in range(args.worlds)
+        ]
+        return [f.result() for f in futures]
 
 
 def _judge_again(root: Path) -> list[dict]:
@@ -358,6 +374,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--keep", action="store_true", help="keep the worlds' logs (with --out: always)"
     )
+    ap.add_argument("--jobs", type=int, default=2, help="worlds drawn and replayed at once")
+    ap.add_argument("--resume", action="store_true",
+                    help="reuse the worlds an earlier run with the same --out drew (each is "
+                    "replayed again)")  # fmt: skip
     ap.add_argument("--judge", type=Path, default=None, metavar="DIR",
                     help="only count again what an earlier run with --out DIR left")  # fmt: skip
     args = ap.parse_args(argv)
