@@ -23,7 +23,7 @@ from kvforensics.errors import InputError
 from kvforensics.logs import ParseSummary
 from kvforensics.logs.forms import Catalogue
 from kvforensics.replay.profile_choice import ProfileChoice
-from kvforensics.replay.stock_trend import batch_trend
+from kvforensics.replay.stock_trend import BatchTrend, batch_trend
 from kvforensics.rounds.provenance import DERIVED, GIVEN, OBSERVED, Prov, where
 
 #: token usage is printed with two decimals: the true ratio is within this of the print
@@ -81,6 +81,67 @@ class NodeKind:
         return {"kind": self.kind, "evidence": self.evidence}
 
 
+@dataclass(frozen=True, slots=True)
+class Retractions:
+    """The retract lines (decode sending requests back to the queue, not a crash)."""
+
+    count: int = 0
+    #: requests sent back, when the lines print how many
+    requests: int | None = None
+    ranks: tuple[str, ...] = ()
+    first: str | None = None
+    last: str | None = None
+    last_new_token_ratio: float | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "count": self.count,
+            "requests": self.requests,
+            "ranks": list(self.ranks),
+            "first": self.first,
+            "last": self.last,
+        }
+        # the ratio is a retract line's, so it has a key only when there is one
+        if self.count:
+            out["last_new_token_ratio"] = self.last_new_token_ratio
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class Crash:
+    """A crash other than the KV pool's out-of-memory (those are ``ObservedOom``s)."""
+
+    kind: str  # a key of CRASH_KINDS
+    #: the allocator of a device out-of-memory (CUDA, NPU, Triton, ...)
+    device: str | None
+    time: str | None
+    rank: str
+    where: str
+    #: the exception line, or the signal's; None when neither is in the log
+    exception: str | None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "device": self.device,
+            "time": self.time,
+            "rank": self.rank,
+            "where": self.where,
+            "exception": self.exception,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class StockContradiction:
+    """Lines that cannot all be true (a stock log has no round to pin it to)."""
+
+    what: str
+    detail: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"what": self.what, "detail": self.detail}
+
+
 @dataclass
 class StockAnalysis:
     summary: ParseSummary
@@ -88,11 +149,11 @@ class StockAnalysis:
     pool: Prov
     chunk_size: Prov | None
     ooms: list[ObservedOom]
-    retractions: dict[str, Any]
-    crashes: list[dict[str, Any]]
-    trend: dict[str, Any]
+    retractions: Retractions
+    crashes: tuple[Crash, ...]
+    trend: BatchTrend
     needed_lines: list[str]
-    contradictions: list[dict[str, Any]] = field(default_factory=list)
+    contradictions: list[StockContradiction] = field(default_factory=list)
     #: the release the lines tell and the profile it names (``replay/profile_choice.py``)
     profile: ProfileChoice | None = None
 
@@ -117,12 +178,12 @@ class StockAnalysis:
             "chunk_size": self.chunk_size.as_dict() if self.chunk_size else None,
             "observed_oom": fatal,
             "observed_ooms": [o.as_dict() for o in self.ooms],
-            "retractions": self.retractions,
-            "crashes": self.crashes,
-            "batch_trend": self.trend,
+            "retractions": self.retractions.as_dict(),
+            "crashes": [c.as_dict() for c in self.crashes],
+            "batch_trend": self.trend.as_dict(),
             "not_rebuilt": NOT_REBUILT,
             "needed_lines": self.needed_lines,
-            "contradictions": self.contradictions,
+            "contradictions": [c.as_dict() for c in self.contradictions],
             "profile": self.profile.as_dict() if self.profile else None,
         }
 
@@ -222,7 +283,7 @@ def node_kind(events: pl.DataFrame) -> NodeKind:
     return NodeKind("unknown", ["no batch line and no out-of-memory with a phase"])
 
 
-def pool_size(events: pl.DataFrame, given: int | None, notes: list[dict[str, Any]]) -> Prov:
+def pool_size(events: pl.DataFrame, given: int | None, notes: list[StockContradiction]) -> Prov:
     """max_total_num_tokens from the startup line (or the flag), else bounded by the
     decode lines: `#token` used at `token usage` printed with two decimals."""
     bounds = _pool_bounds(events)
@@ -236,11 +297,11 @@ def pool_size(events: pl.DataFrame, given: int | None, notes: list[dict[str, Any
         value = int(ev["max_total_num_tokens"])
         if bounds and not bounds[0] <= value <= bounds[1]:
             notes.append(
-                {
-                    "what": "pool size",
-                    "detail": f"{where(ev)} max_total_num_tokens="
+                StockContradiction(
+                    "pool size",
+                    f"{where(ev)} max_total_num_tokens="
                     f"{value} but the decode lines bound it to [{bounds[0]}, {bounds[1]}]",
-                }
+                )
             )
         return Prov(value, OBSERVED, [where(ev)])
     if bounds is None:
@@ -248,11 +309,11 @@ def pool_size(events: pl.DataFrame, given: int | None, notes: list[dict[str, Any
     lo, hi, n = bounds
     if lo > hi:
         notes.append(
-            {
-                "what": "pool size",
-                "detail": f"{n} decode lines disagree: no pool size "
+            StockContradiction(
+                "pool size",
+                f"{n} decode lines disagree: no pool size "
                 f"gives all their token usages (lower bound {lo} > upper {hi})",
-            }
+            )
         )
         return Prov(None, DERIVED, [f"{n} Decode batch lines disagree"])
     exact = lo if lo == hi else None
@@ -283,24 +344,20 @@ def _pool_bounds(events: pl.DataFrame) -> tuple[int, int, int] | None:
     return math.ceil(lo - 1e-9), upper, d.height
 
 
-def retractions(events: pl.DataFrame) -> dict[str, Any]:
+def retractions(events: pl.DataFrame) -> Retractions:
     r = _kinds(events, "retract")
-    out: dict[str, Any] = {
-        "count": r.height, "requests": None, "ranks": [], "first": None, "last": None
-    }
     if not r.height:
-        return out
+        return Retractions()
     rows = r.to_dicts()
-    out.update(
-        requests=int(r["retracted_reqs"].sum())
-        if r["retracted_reqs"].is_not_null().any()
-        else None,
-        ranks=sorted({x["rank"] for x in rows if x["rank"]}),
+    told = r["retracted_reqs"].is_not_null().any()
+    return Retractions(
+        count=r.height,
+        requests=int(r["retracted_reqs"].sum()) if told else None,
+        ranks=tuple(sorted({x["rank"] for x in rows if x["rank"]})),
         first=where(rows[0]),
         last=where(rows[-1]),
         last_new_token_ratio=rows[-1].get("new_token_ratio_to"),
     )
-    return out
 
 
 #: a device allocator's out-of-memory (not the KV pool's), and the allocator it names
@@ -335,21 +392,13 @@ def crash_kind(ev: dict[str, Any]) -> tuple[str, str | None]:
     return "exception", None
 
 
-def crashes(events: pl.DataFrame) -> list[dict[str, Any]]:
+def crashes(events: pl.DataFrame) -> tuple[Crash, ...]:
     out = []
     for ev in _kinds(events, "crash").iter_rows(named=True):
         kind, device = crash_kind(ev)
-        out.append(
-            {
-                "kind": kind,
-                "device": device,
-                "time": _time(ev),
-                "rank": ev["rank"],
-                "where": where(ev),
-                "exception": ev.get("exception") or ev.get("crash_signal"),
-            }
-        )
-    return out
+        exception = ev.get("exception") or ev.get("crash_signal")
+        out.append(Crash(kind, device, _time(ev), ev["rank"], where(ev), exception))
+    return tuple(out)
 
 
 #: the adder lines a rebuild cannot do without; the fork's other lines refine it
@@ -366,7 +415,9 @@ def needed_lines(cat: Catalogue) -> list[str]:
     ]
 
 
-def _check_against_ooms(pool: Prov, ooms: list[ObservedOom], notes: list[dict[str, Any]]) -> Prov:
+def _check_against_ooms(
+    pool: Prov, ooms: list[ObservedOom], notes: list[StockContradiction]
+) -> Prov:
     """Free + evictable of the full pool never exceeds the pool: above it is a
     contradiction; with no size known, the largest is a lower bound."""
     seen = [(t, o.where) for o in ooms if (t := o.readings[0].total()) is not None]
@@ -376,11 +427,11 @@ def _check_against_ooms(pool: Prov, ooms: list[ObservedOom], notes: list[dict[st
     hi = pool.value if pool.value is not None else (pool.interval[1] if pool.interval else None)
     if hi is not None and most > hi:
         notes.append(
-            {
-                "what": "pool size",
-                "detail": f"{at} has {most} free + evictable "
+            StockContradiction(
+                "pool size",
+                f"{at} has {most} free + evictable "
                 f"tokens in the full pool, more than the pool's {hi}",
-            }
+            )
         )
     if pool.value is None and pool.interval is None:
         why = f"{at}: {most} free + evictable tokens in the full pool"
@@ -434,7 +485,7 @@ def analyse_stock(
     line with its prefix)."""
     require_scheduler_log(summary)
     overrides = overrides or {}
-    notes: list[dict[str, Any]] = []
+    notes: list[StockContradiction] = []
     ooms = observed_ooms(events)
     chunk = _chunk_size(events, overrides.get("chunked_prefill_size"))
     fatal = ooms[-1].where if ooms else None

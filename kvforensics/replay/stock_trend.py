@@ -3,7 +3,8 @@ depth. Read off `Prefill batch` lines; nothing here is inferred."""
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, cast
 
 import polars as pl
 
@@ -13,8 +14,81 @@ from kvforensics.rounds.provenance import where
 #: per-line fields shown, in this order, when the lines print them: a batch round's
 #: fields, then the PD queues' depths
 SHOWN = (*BATCH_FIELDS, "prealloc_req", "pending_token")
-DEPTHS = ("queue_req", "transferring_req", "inflight_req", "running_req")
 TREND_LINES = 8
+#: a printed field's value as the line gives it (a count, or a usage ratio)
+Number = int | float
+
+
+@dataclass(frozen=True, slots=True)
+class Series:
+    """One field over the batch lines: its first, last and largest printed value."""
+
+    first: Number
+    last: Number
+    max: Number
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"first": self.first, "last": self.last, "max": self.max}
+
+
+@dataclass(frozen=True, slots=True)
+class NewTokens:
+    """`#new-token` over the batch lines, and how many were a whole chunk."""
+
+    max: int
+    chunk_size: int | None
+    #: None when the chunk size is not known (a full chunk cannot be told)
+    full_chunks: int | None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"max": self.max, "chunk_size": self.chunk_size, "full_chunks": self.full_chunks}
+
+
+@dataclass(frozen=True, slots=True)
+class TrendLine:
+    """One batch line as shown: where it is, its rank and the fields the lines print
+    (in ``SHOWN`` order; which ones depends on the release)."""
+
+    where: str
+    rank: str
+    fields: tuple[tuple[str, Any], ...]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"where": self.where, "rank": self.rank, **dict(self.fields)}
+
+
+@dataclass(frozen=True, slots=True)
+class BatchTrend:
+    """The `Prefill batch` lines up to the crash (or the log's end). A field is None when
+    no line prints it; with no line at all only ``lines`` and ``until`` are told."""
+
+    lines: int
+    until: str
+    last_lines: tuple[TrendLine, ...] = ()
+    token_usage: Series | None = None
+    queue_req: Series | None = None
+    transferring_req: Series | None = None
+    inflight_req: Series | None = None
+    running_req: Series | None = None
+    new_token: NewTokens | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"lines": self.lines, "until": self.until}
+        if not self.lines:
+            return out
+        out["last_lines"] = [ln.as_dict() for ln in self.last_lines]
+        spans = {
+            "token_usage": self.token_usage,
+            "queue_req": self.queue_req,
+            "transferring_req": self.transferring_req,
+            "inflight_req": self.inflight_req,
+            "running_req": self.running_req,
+        }
+        # a field no line prints has no key (not a null)
+        out.update({k: s.as_dict() for k, s in spans.items() if s is not None})
+        if self.new_token is not None:
+            out["new_token"] = self.new_token.as_dict()
+        return out
 
 
 def lines_before(events: pl.DataFrame, kind: str, fatal_where: str | None) -> pl.DataFrame:
@@ -38,34 +112,40 @@ def lines_before(events: pl.DataFrame, kind: str, fatal_where: str | None) -> pl
     return rows.filter(pl.when(same).then(earlier).otherwise(in_time))
 
 
-def _span(col: pl.Series) -> dict[str, Any] | None:
+def _span(col: pl.Series) -> Series | None:
     s = col.drop_nulls()
     if not len(s):
         return None
-    return {"first": s[0], "last": s[-1], "max": s.max()}
+    # (polars types a Series' max as any literal: these are numbers)
+    return Series(s[0], s[-1], cast(Number, s.max()))
 
 
-def batch_trend(events: pl.DataFrame, fatal_where: str | None, chunk: int | None) -> dict[str, Any]:
+def batch_trend(events: pl.DataFrame, fatal_where: str | None, chunk: int | None) -> BatchTrend:
     rows = lines_before(events, "prefill_batch", fatal_where)
-    out: dict[str, Any] = {"lines": rows.height, "until": fatal_where or "end of log"}
+    until = fatal_where or "end of log"
     if not rows.height:
-        return out
+        return BatchTrend(0, until)
     cols = [c for c in SHOWN if c in rows.columns and rows[c].is_not_null().any()]
-    shown = rows.tail(TREND_LINES)
-    out["last_lines"] = [
-        {"where": where(r), "rank": r["rank"], **{c: r[c] for c in cols}}
-        for r in shown.iter_rows(named=True)
-    ]
-    if "token_usage" in cols:
-        out["token_usage"] = _span(rows["token_usage"])
-    for c in DEPTHS:
-        if c in cols:
-            out[c] = _span(rows[c])
+
+    def span(c: str) -> Series | None:
+        return _span(rows[c]) if c in cols else None
+
+    new_token = None
     if "new_token" in cols:
         nt = rows["new_token"].drop_nulls()
-        out["new_token"] = {
-            "max": nt.max(),
-            "chunk_size": chunk,
-            "full_chunks": int((nt == chunk).sum()) if chunk else None,
-        }
-    return out
+        full = int((nt == chunk).sum()) if chunk else None
+        new_token = NewTokens(cast(int, nt.max()), chunk, full)
+    return BatchTrend(
+        rows.height,
+        until,
+        tuple(
+            TrendLine(where(r), r["rank"], tuple((c, r[c]) for c in cols))
+            for r in rows.tail(TREND_LINES).iter_rows(named=True)
+        ),
+        token_usage=span("token_usage"),
+        queue_req=span("queue_req"),
+        transferring_req=span("transferring_req"),
+        inflight_req=span("inflight_req"),
+        running_req=span("running_req"),
+        new_token=new_token,
+    )

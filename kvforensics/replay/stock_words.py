@@ -3,10 +3,16 @@ and the report."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from kvforensics.replay.profile_choice import ProfileChoice
-from kvforensics.replay.stock import CRASH_KINDS, NOT_REBUILT, ObservedOom, StockAnalysis
+from kvforensics.replay.stock import (
+    CRASH_KINDS,
+    NOT_REBUILT,
+    Crash,
+    ObservedOom,
+    Retractions,
+    StockAnalysis,
+)
+from kvforensics.replay.stock_trend import BatchTrend
 
 NODE_WORDS = {
     "pd_prefill": "a PD prefill node",
@@ -26,12 +32,12 @@ def _oom_line(o: ObservedOom) -> str:
     return f"{phase}{at}{rank} ({o.where}): {o.arithmetic.mechanism}: {o.arithmetic.reason}"
 
 
-def _crash_line(c: dict[str, Any]) -> str:
-    what = CRASH_KINDS[c["kind"]] + (f" ({c['device']})" if c["device"] else "")
-    at = f" at {c['time']}" if c["time"] else ""
-    rank = f" on {c['rank']}" if c["rank"] else ""
-    exc = c["exception"] or "the exception line is not in the log"
-    return f"Crash, {what}{at}{rank} ({c['where']}): {exc}"
+def _crash_line(c: Crash) -> str:
+    what = CRASH_KINDS[c.kind] + (f" ({c.device})" if c.device else "")
+    at = f" at {c.time}" if c.time else ""
+    rank = f" on {c.rank}" if c.rank else ""
+    exc = c.exception or "the exception line is not in the log"
+    return f"Crash, {what}{at}{rank} ({c.where}): {exc}"
 
 
 def _pool_line(a: StockAnalysis) -> str:
@@ -45,27 +51,37 @@ def _pool_line(a: StockAnalysis) -> str:
     return f"Pool: unknown ({', '.join(p.evidence)}; --pool-size gives it)"
 
 
-def _trend_lines(t: dict[str, Any], after_oom: bool) -> list[str]:
+def _trend_lines(t: BatchTrend, after_oom: bool) -> list[str]:
     head = "Batch lines before the out-of-memory" if after_oom else "Batch lines"
-    if not t.get("lines"):
+    if not t.lines:
         return [f"{head}: none"]
-    out = [f"{head}: {t['lines']} Prefill batch line(s) up to {t['until']}"]
-    u = t.get("token_usage")
-    if u:
-        out.append(f"  token usage {u['first']:.2f} -> {u['last']:.2f} (max {u['max']:.2f})")
-    nt = t.get("new_token")
-    if nt:
+    out = [f"{head}: {t.lines} Prefill batch line(s) up to {t.until}"]
+    u = t.token_usage
+    if u is not None:
+        out.append(f"  token usage {u.first:.2f} -> {u.last:.2f} (max {u.max:.2f})")
+    nt = t.new_token
+    if nt is not None:
         chunk = (
-            f", {nt['full_chunks']} full chunk(s) of {nt['chunk_size']}"
-            if nt.get("chunk_size")
+            f", {nt.full_chunks} full chunk(s) of {nt.chunk_size}"
+            if nt.chunk_size
             else " (chunk size not in the log)"
         )
-        out.append(f"  #new-token up to {nt['max']}{chunk}")
-    for key in ("queue_req", "transferring_req", "inflight_req"):
-        d = t.get(key)
-        if d:
-            out.append(f"  #{key.replace('_', '-')} {d['first']} -> {d['last']} (max {d['max']})")
+        out.append(f"  #new-token up to {nt.max}{chunk}")
+    # (#running-req is told in the JSON only)
+    depths = (
+        ("#queue-req", t.queue_req),
+        ("#transferring-req", t.transferring_req),
+        ("#inflight-req", t.inflight_req),
+    )
+    out += [f"  {name} {d.first} -> {d.last} (max {d.max})" for name, d in depths if d is not None]
     return out
+
+
+def _retraction_line(r: Retractions) -> str:
+    if not r.count:
+        return "Retractions: none"
+    reqs = f", {r.requests} request(s) sent back to the queue" if r.requests is not None else ""
+    return f"Retractions (not crashes): {r.count} line(s){reqs}, {r.first} .. {r.last}"
 
 
 def release_line(choice: ProfileChoice) -> str:
@@ -90,22 +106,10 @@ def stock_text(a: StockAnalysis) -> list[str]:
         out += ["  " + _oom_line(o) for o in a.ooms]
     else:
         out.append("No out-of-memory message in these logs.")
-    r = a.retractions
-    if r["count"]:
-        reqs = (
-            f", {r['requests']} request(s) sent back to the queue"
-            if r.get("requests") is not None
-            else ""
-        )
-        out.append(
-            f"Retractions (not crashes): {r['count']} line(s){reqs}, {r['first']} .. {r['last']}"
-        )
-    else:
-        out.append("Retractions: none")
+    out.append(_retraction_line(a.retractions))
     out += [_crash_line(c) for c in a.crashes]
     out += _trend_lines(a.trend, bool(a.ooms))
-    for c in a.contradictions:
-        out.append(f"contradiction: {c['what']}: {c['detail']}")
+    out += [f"contradiction: {c.what}: {c.detail}" for c in a.contradictions]
     out.append(NOT_REBUILT)
     out.append(
         "Lines that would be needed, from the deciding rank (PP0): " + "; ".join(a.needed_lines)

@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 
 from kvforensics.logs import load_catalogue
 from kvforensics.logs.samples import parse_sample
-from kvforensics.replay.stock import pool_size
+from kvforensics.replay.stock import StockContradiction, pool_size
 
 CAT = load_catalogue()
 
@@ -27,7 +27,7 @@ def test_bounds_hold_the_pool(pool, used):
             "#queue-req: 0"
         )
     events, _ = parse_sample(CAT, "\n".join(lines))
-    notes: list[dict] = []
+    notes: list[StockContradiction] = []
     p = pool_size(events, None, notes)
     assert notes == []
     if p.interval is not None:
