@@ -105,6 +105,7 @@ INTERPRETED = {
         "stock": _ONCE,
         "stock_trend": _ONCE,
         "stock_words": _ONCE,
+        "unseen": _ONCE,
         "verdict": _ONCE,
     },
     "causes": {

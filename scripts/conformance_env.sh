@@ -49,16 +49,43 @@ BASE_SITE="$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths(
 LIST="$ROOT/tests/conformance/sglang-releases.txt"
 WANT="${SGLANG_RELEASES:-$(grep -v '^#' "$LIST" | awk 'NF {print $1}')}"
 [ "$WANT" = none ] && WANT=""
-for release in $WANT; do
+# one release's venv: its own SGLang over the base venv's packages, then a self-check
+build_release() {
+    local release="$1" t0 extras RV site
     t0=$(date +%s)
     extras="$(awk -v r="$release" '$1 == r {$1 = ""; print}' "$LIST")"
     RV="$ROOT/.venv-sglang-$release"
     [ -x "$RV/bin/python" ] || "$PY" -m venv "$RV"
     site="$("$RV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
     echo "$BASE_SITE" > "$site/_sglang_reference_base.pth"
+    # shellcheck disable=SC2086  # the extras are words
     "$RV/bin/python" -m pip install --disable-pip-version-check -q --no-deps \
         "sglang==$release" $extras 2>&1 | { grep -v "is ignored: it is neither" || true; }
     "$RV/bin/python" -W ignore "$ROOT/tests/conformance/sglang_ref.py" --self-check
     echo "  .venv-sglang-$release ready ($(( $(date +%s) - t0 )) s)"
+}
+# the release venvs are independent: built four at a time (each is mostly waiting on pip),
+# each one's output printed whole when it is done
+LOGS="$(mktemp -d)"
+trap 'rm -rf "$LOGS"' EXIT
+failed=0
+set -- $WANT
+while [ $# -gt 0 ]; do
+    batch=()
+    for release in "$@"; do
+        [ ${#batch[@]} -lt 4 ] || break
+        build_release "$release" > "$LOGS/$release.log" 2>&1 &
+        batch+=("$release:$!")
+        shift
+    done
+    for item in "${batch[@]}"; do
+        release="${item%%:*}"
+        if ! wait "${item##*:}"; then
+            failed=1
+            echo "  .venv-sglang-$release FAILED:"
+        fi
+        cat "$LOGS/$release.log"
+    done
 done
+[ "$failed" = 0 ] || { echo "reference envs failed" >&2; exit 1; }
 echo "all reference envs ready ($(( $(date +%s) - start )) s)"

@@ -25,7 +25,8 @@ def words(text: str) -> str:
 
 def test_scan_table_json_and_parquet(fleet_dir, tmp_path):
     out = tmp_path / "fleet.parquet"
-    r = cli("scan", fleet_dir, tmp_path / "missing.log", "--jobs", "1", "-o", out)
+    # wide: the temporary paths in the text are longer than 80 columns
+    r = cli("scan", fleet_dir, tmp_path / "missing.log", "--jobs", "1", "-o", out, columns=400)
     assert r.returncode == 0, r.stderr
     text = words(r.stdout)
     assert "as-1keim4u1e8" in text and "unreserved_tail" in text
