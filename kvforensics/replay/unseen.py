@@ -18,11 +18,6 @@ from typing import Any
 
 from kvforensics.model import RoundRecord
 
-#: rounds searched per policy: the earliest and the latest round before which the logged
-#: pool had nothing free (the work stays bounded on any window)
-ROUNDS_SEARCHED = 2
-
-
 @dataclass(frozen=True, slots=True)
 class UnseenTake:
     """The least take outside the adder, before ``before_round``, that turns a policy's
@@ -80,7 +75,8 @@ def least_take(
     """
     if not blind:
         return None
-    tried = sorted({blind[0], blind[-1]})[:ROUNDS_SEARCHED]
+    # the earliest and the latest blind round only: the work stays bounded on any window
+    tried = sorted({blind[0], blind[-1]})
     best: tuple[int, int] | None = None
     for r in tried:
         top = pool // page

@@ -11,7 +11,7 @@ import pytest
 from kvforensics.cli import main
 from kvforensics.replay.stock import NOT_REBUILT
 from tests.logs.conftest import run_cli
-from tests.stock.corpus import STOCK, params
+from tests.stock.corpus import OOM_ABOVE_POOL, STOCK, params
 
 OOM_KEYS = ("phase", "pool", "tokens", "available", "free", "evictable", "mechanism")
 
@@ -121,12 +121,7 @@ def test_a_decode_node_log_is_analysed_not_refused():
 
 def test_an_out_of_memory_above_the_pool_is_a_contradiction(tmp_path):
     log = tmp_path / "p.log"
-    log.write_text(
-        "[2026-01-01 00:00:00 TP0] max_total_num_tokens=4000, chunked_prefill_size=2048\n"
-        "[2026-01-01 00:00:09 TP0] Prefill out of memory. Try to lower your batch size.\n"
-        "Try to allocate 2048 tokens.\n"
-        "Available tokens: 5000 (available_size=1000 + evictable_size=4000)\n"
-    )
+    log.write_text(OOM_ABOVE_POOL)
     out = run_cli("replay", log, "--format", "json")
     d = json.loads(out.stdout)
     assert out.returncode == 3 and d["pool_size"]["value"] == 4000

@@ -10,7 +10,7 @@ import pytest
 
 from kvforensics.replay import ReplayOptions, replay_logs
 from kvforensics.replay.stock import NoAdderLines, StockAnalysis
-from tests.stock.corpus import STOCK
+from tests.stock.corpus import OOM_ABOVE_POOL, STOCK
 
 RECORDS = ("retractions", "crashes", "batch_trend", "contradictions")
 # pinned from the output of `replay --format json` before the records were typed: the
@@ -62,12 +62,7 @@ def test_retractions_tell_the_last_ratio_only_when_there_is_one():
 
 def test_a_contradiction_is_a_record_and_the_same_json(tmp_path):
     log = tmp_path / "p.log"
-    log.write_text(
-        "[2026-01-01 00:00:00 TP0] max_total_num_tokens=4000, chunked_prefill_size=2048\n"
-        "[2026-01-01 00:00:09 TP0] Prefill out of memory. Try to lower your batch size.\n"
-        "Try to allocate 2048 tokens.\n"
-        "Available tokens: 5000 (available_size=1000 + evictable_size=4000)\n"
-    )
+    log.write_text(OOM_ABOVE_POOL)
     a = _stock(log)
     (c,) = a.contradictions
     assert c.what == "pool size" and "5000 free + evictable" in c.detail
