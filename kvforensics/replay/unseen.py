@@ -18,6 +18,7 @@ from typing import Any
 
 from kvforensics.model import RoundRecord
 
+
 @dataclass(frozen=True, slots=True)
 class UnseenTake:
     """The least take outside the adder, before ``before_round``, that turns a policy's
