@@ -241,8 +241,14 @@ def _probe(base: PrefillNode, extra: dict[int, int], anchor: Anchor, check: Chec
         if out is None:
             return _Probe(None, None, f"the run has nothing left to do by round {node.round}")
         if isinstance(out, OutOfMemory):
-            return _Probe(None, None, f"the run runs out of memory in round {out.round} first "
-                          f"({out.tokens} tokens, {out.available} available)", out)  # fmt: skip
+            # NOTE: the logs show every round up to the anchor's ran: running out in an
+            # earlier one is that round missing the evidence (memory came back before it)
+            early = out.round < anchor.round
+            why = (f"round {out.round} ran in the logs, and the run runs out of memory in it "
+                   if early else f"the run runs out of memory in round {out.round} first ") + (
+                   f"({out.tokens} tokens, {out.available} available)")  # fmt: skip
+            return _Probe(None, None, why, out, need=out.tokens - out.available if early else 0,
+                          at=out.round if early else None)  # fmt: skip
         miss = check(out.round, out.pieces)
         if miss is not None:
             return _Probe(None, None, miss.why, need=miss.need, at=out.round)

@@ -215,6 +215,10 @@ class Rebuilder:
         if rnd.pieces:
             self.with_pieces += 1
             self.forwarded += rnd.oom is None
+            if rnd.oom is None:
+                shown = all(p.provenance in (OBSERVED, DERIVED) for p in rnd.pieces)
+                tokens = sum(p.end - p.start for p in rnd.pieces)
+                self.batch_sizes.ran(rnd.time, tokens, shown=shown)
         self._last = rnd
         if rnd.baseline is not None and rnd.baseline.provenance == OBSERVED:
             # What came before is settled: a later fall is measured from this baseline.
@@ -261,6 +265,10 @@ class Rebuilder:
                 self._walk_past_evidence(time, None)
                 return
             left -= 1
+            told = self._told_round(time, until)
+            if told is not None:
+                self._emit(told)
+                continue
             r, chunked, base_end, over = silent_round(
                 self.cfg, self.chunked, self.base_end, self.count, time, self.block, until
             )
@@ -272,6 +280,43 @@ class Rebuilder:
                 # Shorter than the assumed baseline allows: memory went somewhere unseen.
                 self.shrinks[self.count] = (over, until, until)
             self._emit(r)
+
+    def _told_round(self, time: datetime | None, until: int) -> Round | None:
+        """The next silent round as another rank's seated batch line prints it: the
+        chunked request resumed alone, so ``#new-token`` is its piece. Where that is not
+        the piece the assumed baseline gives, memory went or came back unseen, as in
+        ``_forward``. None where no line is seated, or its size is no piece the model's
+        sizing gives from here (or passes ``until``): the plain walk then decides."""
+        cfg, c = self.cfg, self.chunked
+        assert c is not None  # ``_gap`` walks the chunked request
+        told = self.batch_sizes.size(time, 1, c.seq_len - c.done, near=False)
+        if told is None or c.done + told[0] > until:
+            return None
+        size, where = told
+        end, b = c.done + size, self._base()
+        model_end, forced = chunk_step(cfg, c.done, c.seq_len, b)
+        gives = baselines_for(cfg, c.done, c.seq_len, end, end, 0)
+        if end != model_end and gives is None and end != chunk_step(cfg, c.done, c.seq_len, 0)[0]:
+            return None
+        evid = [
+            f"{where}: #new-token {size}, the chunked request alone in a round that printed "
+            "no adder line",
+            f"baseline {b} assumed unchanged since the last known round (no KV transfer ended)",
+        ]
+        rose: Prov | None = None
+        if model_end > end and not forced:
+            # Shorter than the baseline allows: memory went somewhere unseen.
+            self.shrinks[self.count] = (model_end, end, end)
+        elif end != model_end:
+            rose = self._rise(c.done, c.seq_len, (end, end, end), b, model_end)
+        r = Round(self.count, time)
+        r.pieces.append(Piece(c.rid, c.done, end, "resumed", INFERRED, evid))
+        b = baseline_value(rose) if rose is not None else b
+        pages = cfg.pages_for(c.done, end)
+        r.baseline = rose or Prov(b, INFERRED, evid[1:])
+        self.base_end = r.baseline_end = Prov(b - pages, INFERRED, [f"{b} - {pages} allocated"])
+        self.chunked = Chunked(c.rid, c.seq_len, end) if end < c.seq_len else None
+        return r
 
     def _walk_past_evidence(self, time: datetime | None, end: int | None) -> None:
         """The walk needs more than the evidence allows: the time span, or (``end``, where
@@ -386,12 +431,12 @@ class Rebuilder:
         steps = walk_below(cfg, self.chunked, self._base(), lo, self._allowance(time))
         if steps is None:
             return False  # the walk lands in the window, or is out of evidence
-        rises = [(d, b, got) for d, b in steps
+        rises = [(k, d, b, got) for k, (d, b) in enumerate(steps)
                  if (got := baselines_for(cfg, d, seq, lo, min(hi, seq - 1), b)) is not None]
         if not rises:
             return False
-        told = [(d, b, n) for d, b, _ in rises
-                if (n := self._batch_size(time, lo - d, min(hi, seq - 1) - d)) is not None]
+        told = [(d, b, n) for k, d, b, _ in rises
+                if (n := self._batch_size(time, lo - d, min(hi, seq - 1) - d, k)) is not None]
         if told:
             d, b, (size, where) = told[0]
             got = baselines_for(cfg, d, seq, d + size, d + size, b)
@@ -400,7 +445,7 @@ class Rebuilder:
             end, evid = d + size, f"{where}: #new-token {size} puts the end at {d + size}; "
         else:
             # a paged pool's baseline is whole pages: the least such one in the range
-            d, b, got = rises[-1]
+            _, d, b, got = rises[-1]
             paged = cfg.ceil_page(got[0])
             end, evid = chunk_step(cfg, d, seq, paged if paged <= got[1] else got[0])[0], ""
         self._gap(d, time)
@@ -539,10 +584,13 @@ class Rebuilder:
             "since (a KV transfer ended)",
         ], (least, most))  # fmt: skip
 
-    def _batch_size(self, time: datetime | None, least: int, most: int) -> tuple[int, str] | None:
-        """The one piece size in [least, most] that other ranks' batch lines near ``time``
-        print, with where; None when none does, or they disagree."""
-        return self.batch_sizes.near(time, least, most)
+    def _batch_size(
+        self, time: datetime | None, least: int, most: int, ahead: int = 0
+    ) -> tuple[int, str] | None:
+        """The piece size in [least, most] that other ranks' batch lines print for the
+        round ``ahead`` rounds past the next, with where; None when they print none, or
+        disagree (``BatchSizes.size``)."""
+        return self.batch_sizes.size(time, least, most, ahead)
 
     # -- the out-of-memory ----------------------------------------------------
     def _oom(self, rnd: Round) -> LoggedOom:
