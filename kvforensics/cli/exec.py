@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.table import Table
@@ -33,7 +33,7 @@ from kvforensics.cli._inputs import (
 from kvforensics.report.terminal import literal
 
 if TYPE_CHECKING:  # torch comes with the runner: only a run imports it
-    from kvforensics.exec.plan import Plan
+    from kvforensics.exec.plan import ExecOom, Plan
     from kvforensics.exec.runner import ExecResult
 
 
@@ -106,26 +106,23 @@ def exec_(
         raise typer.Exit(1)
 
 
-def _oom_text(oom: dict[str, Any] | None) -> str:
+def _oom_text(oom: ExecOom | None) -> str:
     if oom is None:
         return "none"
-    return (
-        f"round {oom['round']}, {literal(oom['rid'])}: {oom['tokens']} tokens, "
-        f"{oom['available']} available"
-    )
+    return f"round {oom.round}, {literal(oom.rid)}: {oom.tokens} tokens, {oom.available} available"
 
 
 def _table(r: ExecResult) -> None:
-    lay = r.layout
+    lay, stats = r.layout, r.stats
     t = Table(title=f"exec {r.name} [{r.policy}]", show_header=False, title_justify="left")
     t.add_column(style="bold")
     t.add_column()
     t.add_row("device / backend", f"{r.device} / {r.backend}")
     t.add_row(
         "KV pool",
-        f"{r.stats['slots']} slots, page {r.stats['page_size']}, {lay.layers} layers x "
-        f"({lay.kv_lora_rank} + {lay.rope_dim}) {lay.as_dict()['dtype']}, "
-        f"{r.stats['kv_bytes'] / 2**30:.2f} GiB",
+        f"{stats.slots} slots, page {stats.page_size}, {lay.layers} layers x "
+        f"({lay.kv_lora_rank} + {lay.rope_dim}) {lay.dtype_name}, "
+        f"{stats.kv_bytes / 2**30:.2f} GiB",
     )
     t.add_row("out of memory (exec)", _oom_text(r.oom))
     t.add_row("out of memory (model)", _oom_text(r.model_oom))
@@ -137,11 +134,8 @@ def _table(r: ExecResult) -> None:
     t.add_row("completed", literal(", ".join(r.completed) or "-"))
     if r.incomplete:
         t.add_row("not completed", literal(", ".join(r.incomplete)))
-    t.add_row(
-        "rows written / loaded back",
-        f"{r.stats['rows_written']} / {r.stats['rows_loaded_back']}",
-    )
-    t.add_row("pages evicted / reused", f"{r.stats['pages_evicted']} / {r.stats['pages_reused']}")
+    t.add_row("rows written / loaded back", f"{stats.rows_written} / {stats.rows_loaded_back}")
+    t.add_row("pages evicted / reused", f"{stats.pages_evicted} / {stats.pages_reused}")
     t.add_row("seconds", f"{r.seconds:.2f}")
     console.print(t)
     if r.oom_message:

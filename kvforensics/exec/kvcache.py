@@ -36,6 +36,11 @@ class KvLayout:
     def width(self) -> int:
         return self.kv_lora_rank + self.rope_dim
 
+    @property
+    def dtype_name(self) -> str:
+        """``bfloat16``, not ``torch.bfloat16``."""
+        return str(self.dtype).removeprefix("torch.")
+
     def bytes_per_slot(self) -> int:
         return self.layers * self.width * torch.empty(0, dtype=self.dtype).element_size()
 
@@ -44,7 +49,7 @@ class KvLayout:
             "layers": self.layers,
             "kv_lora_rank": self.kv_lora_rank,
             "rope_dim": self.rope_dim,
-            "dtype": str(self.dtype).removeprefix("torch."),
+            "dtype": self.dtype_name,
         }
 
 

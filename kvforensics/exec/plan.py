@@ -18,6 +18,7 @@ from kvforensics.errors import InputError
 
 if TYPE_CHECKING:  # the model is only needed to build a plan from a run
     from kvforensics.model import PagePool, PoolOp, RunResult
+    from kvforensics.model.node import OutOfMemory
     from kvforensics.replay import ReplayOptions
 
 T = TypeVar("T")
@@ -70,13 +71,32 @@ class Step:
 
 
 @dataclass(frozen=True, slots=True)
+class ExecOom:
+    """An out-of-memory: the round, the request it is pinned on, the tokens asked for and
+    those available (the executor's, or the model's to compare it against)."""
+
+    round: int
+    rid: str
+    tokens: int
+    available: int
+
+    @classmethod
+    def of(cls, oom: OutOfMemory) -> ExecOom:
+        return cls(oom.round, oom.rid, oom.tokens, oom.available)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"round": self.round, "rid": self.rid, "tokens": self.tokens,
+                "available": self.available}  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
 class Plan:
     snapshot: PoolSnapshot
     steps: tuple[Step, ...]
     #: rid -> seq_len, when the source knows it: lets the executor say who completed
     seq_lens: dict[str, int] = field(default_factory=dict)
-    #: the source's own out-of-memory ({"round", "rid", "tokens", "available"}), to compare
-    model_oom: dict[str, int | str] | None = None
+    #: the source's own out-of-memory, to compare
+    model_oom: ExecOom | None = None
     name: str = ""
     policy: str = ""
     #: what the log reader could not read (cut gzip, cut last line, ...), to pass on
@@ -106,7 +126,7 @@ def plan_from_run(
     *,
     attempted: Iterable[tuple[int, str, int, int]] = (),
     seq_lens: dict[str, int] | None = None,
-    model_oom: dict[str, int | str] | None = None,
+    model_oom: ExecOom | None = None,
     name: str = "",
     policy: str = "",
 ) -> Plan:
@@ -220,7 +240,7 @@ def plan_from_result(snapshot: PoolSnapshot, result: RunResult, cfg: Any = None,
         cfg,
         attempted=attempted_from_ledger(result),
         seq_lens={rid: r.seq_len for rid, r in result.requests.items()},
-        model_oom=result.oom.as_dict() if result.oom is not None else None,
+        model_oom=ExecOom.of(result.oom) if result.oom is not None else None,
         policy=result.policy,
         **kw,
     )

@@ -18,7 +18,7 @@ from kvforensics.exec import content
 from kvforensics.exec.allocator import KvOutOfMemory, PageAllocator
 from kvforensics.exec.kvcache import KvCache, KvLayout
 from kvforensics.exec.limits import check_fits
-from kvforensics.exec.plan import Plan
+from kvforensics.exec.plan import ExecOom, Plan
 from kvforensics.exec.plan import Step as PlanStep
 from kvforensics.exec.store import get_store, resolve
 
@@ -43,6 +43,32 @@ def default_layout(
     )
 
 
+@dataclass(frozen=True, slots=True)
+class ExecStats:
+    """What the run did to the pool and the cache."""
+
+    slots: int
+    page_size: int
+    kv_bytes: int
+    rows_written: int
+    rows_loaded_back: int
+    pages_evicted: int
+    pages_reused: int
+    setup_ms: float
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "slots": self.slots,
+            "page_size": self.page_size,
+            "kv_bytes": self.kv_bytes,
+            "rows_written": self.rows_written,
+            "rows_loaded_back": self.rows_loaded_back,
+            "pages_evicted": self.pages_evicted,
+            "pages_reused": self.pages_reused,
+            "setup_ms": self.setup_ms,
+        }
+
+
 @dataclass
 class ExecResult:
     name: str
@@ -50,15 +76,15 @@ class ExecResult:
     device: str
     backend: str
     layout: KvLayout
-    oom: dict[str, Any] | None
+    oom: ExecOom | None
     oom_message: str | None
-    model_oom: dict[str, Any] | None
+    model_oom: ExecOom | None
     integrity: list[str]
     rounds: int
     seconds: float
+    stats: ExecStats
     completed: list[str] = field(default_factory=list)
     incomplete: list[str] = field(default_factory=list)
-    stats: dict[str, int | float] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     #: what the log reader could not read, from the plan
     log_notes: list[str] = field(default_factory=list)
@@ -77,15 +103,15 @@ class ExecResult:
             "device": self.device,
             "backend": self.backend,
             "layout": self.layout.as_dict(),
-            "oom": self.oom,
+            "oom": self.oom.as_dict() if self.oom else None,
             "oom_message": self.oom_message,
-            "model_oom": self.model_oom,
+            "model_oom": self.model_oom.as_dict() if self.model_oom else None,
             "agrees_with_model": self.agrees_with_model,
             "integrity": self.integrity or "ok",
             "rounds": self.rounds,
             "completed": self.completed,
             "incomplete": self.incomplete,
-            "stats": self.stats,
+            "stats": self.stats.as_dict(),
             "notes": self.notes,
             "log_notes": self.log_notes,
             "kv_digest": self.kv_digest,
@@ -111,7 +137,7 @@ class _Execution:
         self.written_end: dict[str, int] = {}
         self.rounds = 0
         self.loaded = 0
-        self.oom: dict[str, Any] | None = None
+        self.oom: ExecOom | None = None
         self.oom_msg: str | None = None
 
     def check(self, label: str) -> None:
@@ -129,15 +155,10 @@ class _Execution:
             try:
                 self._do(i, step, check_rounds)
             except _Blamed as exc:
-                self.oom, self.oom_msg = exc.as_dict(), str(exc.error)
+                self.oom, self.oom_msg = exc.oom(), str(exc.error)
                 break
             except KvOutOfMemory as exc:  # a load-back that did not fit
-                self.oom = {
-                    "round": step.round,
-                    "rid": step.owner,
-                    "tokens": exc.tokens,
-                    "available": exc.available,
-                }
+                self.oom = ExecOom(step.round, step.owner, exc.tokens, exc.available)
                 self.oom_msg = str(exc)
                 break
             if on_step is not None:
@@ -246,16 +267,16 @@ def _result(
         seconds=seconds,
         completed=completed,
         incomplete=sorted(set(seq) - set(completed)),
-        stats={
-            "slots": snap.size,
-            "page_size": snap.page_size,
-            "kv_bytes": snap.size * layout.bytes_per_slot(),
-            "rows_written": cache.rows_written,
-            "rows_loaded_back": run.loaded,
-            "pages_evicted": alloc.evicted_pages,
-            "pages_reused": alloc.reused_pages,
-            "setup_ms": round(setup_s * 1000, 1),
-        },
+        stats=ExecStats(
+            slots=snap.size,
+            page_size=snap.page_size,
+            kv_bytes=snap.size * layout.bytes_per_slot(),
+            rows_written=cache.rows_written,
+            rows_loaded_back=run.loaded,
+            pages_evicted=alloc.evicted_pages,
+            pages_reused=alloc.reused_pages,
+            setup_ms=round(setup_s * 1000, 1),
+        ),
         notes=alloc.notes,
         log_notes=list(plan.log_notes),
         kv_digest=_digest(cache.kv),
@@ -276,13 +297,8 @@ class _Blamed(Exception):
         super().__init__(str(error))
         self.error, self.round, self.rid = error, rnd, rid
 
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "round": self.round,
-            "rid": self.rid,
-            "tokens": self.error.tokens,
-            "available": self.error.available,
-        }
+    def oom(self) -> ExecOom:
+        return ExecOom(self.round, self.rid, self.error.tokens, self.error.available)
 
 
 def _victim(pieces: Sequence[tuple[str, int, int]], first_round: dict[str, int], rnd: int) -> str:

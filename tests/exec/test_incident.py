@@ -7,9 +7,10 @@ import pytest
 import torch
 
 from kvforensics.exec import execute, plan_from_scenario
+from kvforensics.exec.plan import ExecOom
 from tests.exec.conftest import POSTMORTEM
 
-INCIDENT_OOM = {"round": 3, "rid": "as-1keim4u1e8", "tokens": 2056, "available": 0}
+INCIDENT_OOM = ExecOom(round=3, rid="as-1keim4u1e8", tokens=2056, available=0)
 
 
 def test_prefix_runs_out_of_memory_as_logged(incident_plans):
@@ -33,8 +34,8 @@ def test_fixes_complete_with_intact_kv(incident_plans, policy):
     assert res.integrity == []
     assert res.completed == sorted(incident_plans[policy].seq_lens)
     # memory really was recycled: the cache was evicted and its pages handed out again
-    assert res.stats["pages_evicted"] > 0
-    assert res.stats["pages_reused"] >= res.stats["pages_evicted"]
+    assert res.stats.pages_evicted > 0
+    assert res.stats.pages_reused >= res.stats.pages_evicted
 
 
 def test_the_oom_is_rederived_not_copied(incident_plans):
@@ -66,5 +67,5 @@ def test_postmortem_example_with_unaligned_pool():
     """12000 slots is not a whole number of pages: the stray slots count as available
     (as the model counts them) but are never handed out."""
     res = execute(plan_from_scenario(str(POSTMORTEM), "prefix"), device="cpu")
-    assert res.oom == {"round": 2, "rid": "B", "tokens": 160, "available": 160}
+    assert res.oom == ExecOom(round=2, rid="B", tokens=160, available=160)
     assert res.agrees_with_model and res.integrity == []
