@@ -74,12 +74,11 @@ def _show(rep: Reproducer, out: Path, paths: list[Path]) -> None:
     s = rep.summary()
     console.print(
         f"Reproducer of {rep.shrunk.chain.kind} (target {rep.target}, fix {rep.fix}): "
-        f"{s['requests']} of {s['requests_before']} requests, pool {s['pool_size']} of "
-        f"{s['pool_size_before']}; {s['kept']} of {s['tried']} reductions kept "
-        f"({s['seconds']:.1f} s)",
+        f"{s.requests} of {s.requests_before} requests, pool {s.pool_size} of "
+        f"{s.pool_size_before}; {s.kept} of {s.tried} reductions kept ({s.seconds:.1f} s)",
         highlight=False,
     )
-    for line in rep.as_dict()["story"]:
+    for line in rep.story():
         print_para(line)
     for p in paths:
         console.print(f"wrote {p}", highlight=False)

@@ -136,7 +136,7 @@ def from_scenario(sc: Scenario) -> Case:
             "reads a scenario with [[waiting]]/[[arrivals]] tables, or the logs"
         )
     cfg = sc.cfg
-    chunked = _from_spec(sc.chunked) if sc.chunked else None
+    chunked, done = _chunked_from_toml(sc.chunked)
     case = Case(
         name=sc.name,
         sizes=_sizes(cfg),
@@ -144,13 +144,11 @@ def from_scenario(sc: Scenario) -> Case:
         cache_kind=cfg.cache_kind,
         free=sc.free,
         evictable=sc.evictable,
-        waiting=tuple(_from_spec(w) for w in sc.waiting),
-        arrivals=tuple(_from_spec(a) for a in sc.arrivals),
-        inflight=tuple(
-            Transfer(str(t["rid"]), int(t["tokens"]), float(t["done_at"])) for t in sc.inflight
-        ),
+        waiting=tuple(_ask_from_toml(w) for w in sc.waiting),
+        arrivals=tuple(_ask_from_toml(a) for a in sc.arrivals),
+        inflight=tuple(_transfer_from_toml(t) for t in sc.inflight),
         chunked=chunked,
-        chunked_done=int(sc.chunked["done"]) if sc.chunked else 0,
+        chunked_done=done,
         outside=tuple(sorted((r - sc.first_round, t) for r, t in sc.outside.items())),
         round_overhead_s=sc.timing.round_overhead_s,
         transfer_latency_s=sc.timing.transfer_latency_s,
@@ -158,7 +156,8 @@ def from_scenario(sc: Scenario) -> Case:
     return _checked(case, cfg.pool_size)
 
 
-def _from_spec(spec: dict[str, Any]) -> Ask:
+# The scenario keeps its request tables as the TOML gives them: read once, here.
+def _ask_from_toml(spec: dict[str, Any]) -> Ask:
     return Ask(
         str(spec["rid"]),
         int(spec["seq_len"]),
@@ -167,6 +166,17 @@ def _from_spec(spec: dict[str, Any]) -> Ask:
         float(spec.get("arrival", 0.0)),
         bool(spec.get("prefix_evictable", True)),
     )
+
+
+def _transfer_from_toml(t: dict[str, Any]) -> Transfer:
+    return Transfer(str(t["rid"]), int(t["tokens"]), float(t["done_at"]))
+
+
+def _chunked_from_toml(spec: dict[str, Any] | None) -> tuple[Ask | None, int]:
+    """The chunk resumed first and how much of it is done (None, 0 without one)."""
+    if not spec:
+        return None, 0
+    return _ask_from_toml(spec), int(spec["done"])
 
 
 def _sizes(cfg: Config) -> tuple[tuple[str, int], ...]:

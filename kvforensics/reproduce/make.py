@@ -23,6 +23,31 @@ if TYPE_CHECKING:
 
 
 @dataclass(frozen=True, slots=True)
+class Reduction:
+    """How far the shrinking got: the requests and the pool before and after, the
+    reductions tried and kept, the time it took."""
+
+    requests: int
+    requests_before: int
+    pool_size: int
+    pool_size_before: int
+    tried: int
+    kept: int
+    seconds: float
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "requests": self.requests,
+            "requests_before": self.requests_before,
+            "pool_size": self.pool_size,
+            "pool_size_before": self.pool_size_before,
+            "tried": self.tried,
+            "kept": self.kept,
+            "seconds": self.seconds,
+        }
+
+
+@dataclass(frozen=True, slots=True)
 class Reproducer:
     source: str
     target: str
@@ -61,17 +86,21 @@ class Reproducer:
             f"KVF_ADDER_FIX=tail {here} {test}  # passes: the tail charged",
         ]
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self) -> Reduction:
         c, o = self.shrunk.case, self.shrunk.original
-        return {
-            "requests": len(c.requests()),
-            "requests_before": len(o.requests()),
-            "pool_size": c.pool_size,
-            "pool_size_before": o.pool_size,
-            "tried": len(self.shrunk.tried),
-            "kept": sum(t.kept for t in self.shrunk.tried),
-            "seconds": round(self.shrunk.seconds, 3),
-        }
+        return Reduction(
+            requests=len(c.requests()),
+            requests_before=len(o.requests()),
+            pool_size=c.pool_size,
+            pool_size_before=o.pool_size,
+            tried=len(self.shrunk.tried),
+            kept=sum(t.kept for t in self.shrunk.tried),
+            seconds=round(self.shrunk.seconds, 3),
+        )
+
+    def story(self) -> list[str]:
+        """The cause's chain in words, as the reproducer keeps it."""
+        return limits.story(self.shrunk, self.fix)
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -79,8 +108,8 @@ class Reproducer:
             "target": self.target,
             "fix": self.fix,
             "cause": self.shrunk.chain.kind,
-            "story": limits.story(self.shrunk, self.fix),
-            "reduction": self.summary(),
+            "story": self.story(),
+            "reduction": self.summary().as_dict(),
             "tests": [t.name for t in self.tests],
             "omitted": list(self.omitted),
             "keeps": list(self.keeps),
@@ -91,16 +120,16 @@ class Reproducer:
     def markdown(self, where: str) -> list[str]:
         """The report's section: the reproducer, its test and the command that runs it."""
         s = self.summary()
-        ratio = s["pool_size_before"] / s["pool_size"]
+        ratio = s.pool_size_before / s.pool_size
         out = [
             "## Reproducer",
             "",
-            f"`kvforensics reproduce` reduced the incident to {s['requests']} request(s) on a "
-            f"pool of {s['pool_size']} slots (1/{ratio:.0f} of {s['pool_size_before']}): "
+            f"`kvforensics reproduce` reduced the incident to {s.requests} request(s) on a "
+            f"pool of {s.pool_size} slots (1/{ratio:.0f} of {s.pool_size_before}): "
             f"`{where}/reproducer.toml` (`kvforensics simulate {where}/reproducer.toml "
             f"--policy prefix,{self.fix}`).",
             "",
-            *limits.story(self.shrunk, self.fix),
+            *self.story(),
             "",
         ]
         if self.test_text is not None:
