@@ -247,6 +247,9 @@ class PagePool:
     # -- allocation -----------------------------------------------------------
     def _evict(self, need: int) -> None:
         """Evict at least ``need`` slots (page multiples), oldest entries first."""
+        if self.paged:
+            # NOTE: the SWA pool's shortfall is no page multiple; what is evicted for it is
+            need = -(-need // self.page_size) * self.page_size
         ev = self._evictable
         while need > 0 and ev:
             key, n = next(iter(ev.items()))

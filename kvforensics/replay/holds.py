@@ -30,6 +30,10 @@ class Case:
     #: every event that many rounds later (< 0: earlier): under another policy the time
     #: an event happened may fall in another round
     offset: int = 0
+    #: the end of the window in which the logs show no KV transfer ended, that many
+    #: rounds later (< 0: earlier): it is a time too (the logged crash's), and under
+    #: another policy that time may fall in another round
+    hold: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,9 +56,11 @@ class HoldsFor:
         places = len({c.pick for c in self.cases}) > 1
         sizes = len({c.most for c in self.cases}) > 1
         moved = len({c.offset for c in self.cases}) > 1
+        held = len({c.hold for c in self.cases}) > 1
         parts = [f"every transfer time tried ({span})"]
         parts += ["every placement of the events the evidence allows"] if places else []
         parts += ["the events a round earlier or later"] if moved else []
+        parts += ["the transfers the logs hold back ending a round earlier or later"] if held else []
         parts += (
             ["whatever size the outside allocation had (the logs bound it below)"] if sizes else []
         )
@@ -101,7 +107,47 @@ class HoldsFor:
                 "avoids it or not depending on which round, under this policy, the events "
                 "found between observations fall in (they happened at a time, not a round)"
             )
+        if len({c.hold for c in self.cases}) > 1 and all(
+            len({c.oom for c in self.cases if c.hold == h}) == 1
+            for h in {c.hold for c in self.cases}
+        ):
+            return (
+                "avoids it or not depending on which round, under this policy, the KV "
+                "transfers the logs show still running at the crash end in (the logs bound "
+                "their end by a time, not a round)"
+            )
+        only = self._only_if()
+        if only:
+            return "avoids it only if " + " and ".join(only)
         return "avoids it or not depending on when the events between silent rounds happened"
+
+    def _only_if(self) -> list[str]:
+        """The conditions the answer "avoids it" needs: for each unknown that decides (a
+        case that avoids it and one that runs out differ in it alone), what every case
+        that avoids it has of it."""
+        ok = [c for c in self.cases if not c.oom]
+        bad = [c for c in self.cases if c.oom]
+        out = []
+        if self._decides("seconds"):
+            fast, slow = max(c.seconds for c in ok), min(c.seconds for c in ok)
+            out += [f"transfers take at most {fast:.2f} s"] if any(c.seconds > fast for c in bad) else []
+            out += [f"transfers take at least {slow:.2f} s"] if any(c.seconds < slow for c in bad) else []
+        for name, says in (("hold", _HOLD), ("offset", _OFFSET), ("pick", _PICK)):
+            seen = {getattr(c, name) for c in ok}
+            if len(seen) == 1 and self._decides(name):
+                out.append(says[next(iter(seen))])
+        if {c.most for c in ok} == {False} and self._decides("most"):
+            out.append("what was taken outside the adder was no more than the logs show it got")
+        return out
+
+    def _decides(self, name: str) -> bool:
+        """Whether two cases that differ only in ``name`` give different answers."""
+        dims = ("seconds", "pick", "most", "offset", "hold")
+        rest = [d for d in dims if d != name]
+        answers: dict[tuple[object, ...], set[bool]] = {}
+        for c in self.cases:
+            answers.setdefault(tuple(getattr(c, d) for d in rest), set()).add(c.oom)
+        return any(len(v) > 1 for v in answers.values())
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -111,9 +157,28 @@ class HoldsFor:
             "cases": [
                 {"transfer_seconds": c.seconds, "placement": c.pick, "most": c.most, "oom": c.oom}
                 | ({"round_offset": c.offset} if c.offset else {})
+                | ({"hold_offset": c.hold} if c.hold else {})
                 for c in self.cases
             ],
         } | ({"unseen_take": self.unseen.as_dict()} if self.unseen is not None else {})
+
+
+#: the conditions ``HoldsFor._only_if`` names, by the value every avoiding case shares
+_HOLD = {
+    -1: "the KV transfers the logs show running at the crash end a round earlier under it "
+    "(the logs bound their end by a time, not a round)",
+    0: "the KV transfers the logs show running at the crash end in the round the logs do",
+    1: "the KV transfers the logs show running at the crash end a round later under it",
+}
+_OFFSET = {
+    -1: "the events found between observations fall a round earlier under it",
+    0: "the events found between observations fall in the rounds the logs place them in",
+    1: "the events found between observations fall a round later under it",
+}
+_PICK = {
+    0: "the events between silent rounds happened at the latest the evidence allows",
+    -1: "the events between silent rounds happened at the earliest the evidence allows",
+}
 
 
 def tried_seconds(chosen: float, readings: dict[str, float], lower: float | None) -> list[float]:
@@ -129,16 +194,22 @@ def tried_seconds(chosen: float, readings: dict[str, float], lower: float | None
     return sorted(s for s in got if lower is None or s >= lower)
 
 
+#: one case's schedule: (pick, most, offset, hold) as ``Case`` names them
+Pick = tuple[int, bool, int, int]
+
+
 def holds_for(
     policy: str,
-    run: Callable[[float, int, bool, int], bool],
+    run: Callable[[float, int, bool, int, int], bool],
     seconds: list[float],
-    picks: list[tuple[int, bool, int]],
+    picks: list[Pick],
     allowed: tuple[float, float | None],
 ) -> HoldsFor:
-    """``run(seconds, pick, most, offset)`` is True when the policy runs out of memory
-    then; ``picks``: (pick, most, offset) of the events' schedule."""
-    cases = tuple(Case(s, p, m, run(s, p, m, o), o) for s in seconds for p, m, o in picks)
+    """``run(seconds, pick, most, offset, hold)`` is True when the policy runs out of
+    memory then; ``picks``: the schedules to try (``Pick``)."""
+    cases = tuple(
+        Case(s, p, m, run(s, p, m, o, h), o, h) for s in seconds for p, m, o, h in picks
+    )
     ooms = {c.oom for c in cases}
     answer = (
         "depends" if len(ooms) > 1 else ("out of memory" if True in ooms else "no out of memory")

@@ -38,7 +38,7 @@ from kvforensics.replay.arrivals import Shown
 from kvforensics.replay.checks import Pipes, default_jobs, start
 from kvforensics.replay.costs import cost_readings
 from kvforensics.replay.forward import LOWER_BOUND, MAX_ROUNDS, NodeBuilder, TransferEstimate
-from kvforensics.replay.holds import HoldsFor, holds_for, tried_seconds
+from kvforensics.replay.holds import HoldsFor, Pick, holds_for, tried_seconds
 from kvforensics.replay.passes import WINDOW, RoundPass, Timed
 from kvforensics.replay.profile_choice import ProfileChoice, choose_profile
 from kvforensics.replay.ranges import rangeable, run_ranges
@@ -385,23 +385,26 @@ def _sensitivity(
     lower = readings.get(LOWER_BOUND)
     chosen = transfer.seconds if transfer else timing.transfer_latency_s
     seconds = tried_seconds(chosen, readings, lower)
-    picks = [(0, False, 0)]
+    picks: list[Pick] = [(0, False, 0, 0)]
     if found is not None and found.variants() > 1:
-        picks.append((-1, False, 0))
+        picks.append((-1, False, 0, 0))
     if found is not None and found.saturated():
-        picks += [(p, True, 0) for p, _, _ in picks]
+        picks += [(p, True, 0, 0) for p, _, _, _ in picks]
     # NOTE: the events are placed by round under prefix, whose rounds the logs show; under
     # another policy the rounds run differently, and the time each event happened may
-    # fall a round either side
-    moved = picks + [(p, m, o) for p, m, _ in picks for o in (-1, 1)]
-    pool = rb.cfg.pool_size
+    # fall a round either side. So may the time the anchored window ends (the logged
+    # crash's), before which no transfer ended.
+    moved = picks + [(p, m, o, 0) for p, m, _, _ in picks for o in (-1, 1)]
+    held = [(0, False, 0, h) for h in (-1, 1)] if math.isfinite(build.hold_until) else []
+    pool, per_round = rb.cfg.pool_size, timing.round_overhead_s
 
-    def run(policy: str) -> Callable[[float, int, bool, int], bool]:
-        def one(sec: float, pick: int, most: bool, offset: int) -> bool:
+    def run(policy: str) -> Callable[[float, int, bool, int, int], bool]:
+        def one(sec: float, pick: int, most: bool, offset: int, hold: int) -> bool:
             events: Mapping[int, int] = (
                 build.outside if found is None else found.schedule({}, pick, pool * most, offset)
             )
-            node = build.build(policy, seconds=sec, events=events, record=False)
+            until = build.hold_until + hold * per_round if hold else None
+            node = build.build(policy, seconds=sec, events=events, hold=until, record=False)
             return node.run(MAX_ROUNDS).oom is not None
 
         return one
@@ -410,7 +413,7 @@ def _sensitivity(
     events = found is not None and bool(found.shifts)
     holds: dict[str, HoldsFor] = {}
     for policy in policies:
-        mine = moved if events and policy != "prefix" else picks
+        mine = (moved if events else picks) + held if policy != "prefix" else picks
         holds[policy] = holds_for(policy, run(policy), seconds, mine, allowed)
     return holds
 
@@ -556,7 +559,9 @@ def _transfer_model(
     how = "given" if seconds is not None else "inferred"
     bound = _no_transfer_bound(rb, later, span, per_round)
     if bound is not None:
-        readings[LOWER_BOUND] = bound
+        # NOTE: whole-second stamps floor both ends of the span: the rounds may have taken
+        # up to a second less than the printed times say, and so may the transfers
+        readings[LOWER_BOUND] = bound if rr.has_ms else max(bound - 1.0, per_round)
     if seconds is not None:
         notes.append(f"KV transfers take {seconds:.2f} s (given: --transfer-seconds)")
     else:
