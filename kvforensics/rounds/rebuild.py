@@ -50,6 +50,7 @@ from kvforensics.rounds.walk import (
     first_start,
     lock_released,
     resumed_end,
+    risen,
     risen_round,
     silent_round,
     walk_below,
@@ -450,13 +451,10 @@ class Rebuilder:
             end, evid = chunk_step(cfg, d, seq, paged if paged <= got[1] else got[0])[0], ""
         self._gap(d, time)
         assert self.chunked is not None and self.chunked.done == d, "the walk reproduces"
-        least, most = baselines_for(cfg, d, seq, end, end, b) or got
-        rose = Prov(least, INFERRED, [
-            f"{evid}at least {least} (at most {most}) for {self.chunked.rid}'s piece to end "
-            f"at {end}, where its last piece starts in [{lo}, {hi}] (the chunk budget at the "
-            f"next check); the baseline {b} the walk assumed does not start it there: "
-            "memory came back since (a KV transfer ended)",
-        ], (least, most))  # fmt: skip
+        rose = risen(baselines_for(cfg, d, seq, end, end, b) or got, self.chunked.rid, end,
+                     f"its last piece starts in [{lo}, {hi}] (the chunk budget at the next "
+                     f"check); the baseline {b} the walk assumed does not start it there",
+                     evid)  # fmt: skip
         r, self.chunked, self.base_end, _ = risen_round(
             cfg, self.chunked, rose, self.count, time, end
         )
@@ -577,12 +575,7 @@ class Rebuilder:
                 f"baseline within the pool gives such a piece",
             )
             return None
-        least, most = got
-        return Prov(least, INFERRED, [
-            f"at least {least} (at most {most}) for {rid}'s piece to end at {end}, where the "
-            f"baseline {b} the last known round left gives {model_end}: memory came back "
-            "since (a KV transfer ended)",
-        ], (least, most))  # fmt: skip
+        return risen(got, rid, end, f"the baseline {b} the last known round left gives {model_end}")
 
     def _batch_size(
         self, time: datetime | None, least: int, most: int, ahead: int = 0

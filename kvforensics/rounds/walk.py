@@ -153,11 +153,19 @@ def forced_rise(cfg: Config, chunked: Chunked, b: int, end: int) -> Prov | None:
     got = baselines_for(cfg, chunked.done, chunked.seq_len, end, end, b)
     if got is None:
         return None
-    least, most = got
+    return risen(got, chunked.rid, end, f"the baseline {b} the last known round left takes "
+                 "the forced branch (the whole chunk budget)")  # fmt: skip
+
+
+def risen(within: tuple[int, int], rid: str, end: int, why: str, told: str = "") -> Prov:
+    """The baseline a silent round rose to where memory came back (a KV transfer ended):
+    the least of ``within`` (least, most) that gives ``rid``'s piece ending at ``end``,
+    bounded by the most; ``why`` says what the walk assumed instead, ``told`` what pinned
+    the end (else empty)."""
+    least, most = within
     return Prov(least, INFERRED, [
-        f"at least {least} (at most {most}) for {chunked.rid}'s piece to end at {end}, where "
-        f"the baseline {b} the last known round left takes the forced branch (the whole "
-        "chunk budget): memory came back since (a KV transfer ended)",
+        f"{told}at least {least} (at most {most}) for {rid}'s piece to end at {end}, where "
+        f"{why}: memory came back since (a KV transfer ended)",
     ], (least, most))  # fmt: skip
 
 
