@@ -35,7 +35,7 @@ from kvforensics.model.profiles import FORK
 from kvforensics.outputs import atomic_write, check_output
 from kvforensics.progress import current
 from kvforensics.replay import EXIT_MISMATCH
-from kvforensics.replay.ranges import Joined, check_engine, rangeable, run_ranges
+from kvforensics.replay.ranges import Joined, RangeOptions, check_engine, rangeable, run_ranges
 from kvforensics.replay.stock import fork_lines, require_scheduler_log
 from kvforensics.report.terminal import FitTable, literal
 from kvforensics.rounds import from_logs
@@ -217,8 +217,9 @@ def _ranged(logs: list[Path], opts: LogOptions, narrow: Narrow, jobs: int, engin
     pass must be made (several files, gzip, ``--since``/``--until``, what the join refuses)."""
     if not rangeable(logs, jobs) or narrow:
         return None
-    got = {"overrides": opts.overrides(), "rank": opts.rank, "formats": opts.formats,
-           "profile": FORK, "whole": False, "rerun": False, "window": None}  # fmt: skip
+    got = RangeOptions(
+        opts.overrides(), opts.rank, opts.formats, FORK, whole=False, rerun=False, window=None
+    )
     try:
         return run_ranges(Path(logs[0]), jobs, got, engine=engine)
     except Exception:  # NotRanged, or anything the join did not foresee: the one pass

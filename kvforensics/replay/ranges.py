@@ -54,6 +54,7 @@ from kvforensics.logs.reader import (
 from kvforensics.logs.source import is_gzip
 from kvforensics.logs.summary import FileSummary, ParseSummary
 from kvforensics.logs.wrapper import Wrapper, learn
+from kvforensics.model import Config
 from kvforensics.model.profiles import Profile
 from kvforensics.replay.checks import Checks, Known
 from kvforensics.replay.passes import WINDOW
@@ -63,7 +64,15 @@ from kvforensics.rounds.crosscheck import merge_spans
 from kvforensics.rounds.drop import Drop
 from kvforensics.rounds.provenance import Prov
 from kvforensics.rounds.rebuild import Chunked, Rebuilder
-from kvforensics.rounds.records import Contradiction, Decision, LoggedOom, Piece, Round
+from kvforensics.rounds.records import (
+    BatchLine,
+    Contradiction,
+    Decision,
+    LoggedOom,
+    Piece,
+    PlanReplay,
+    Round,
+)
 from kvforensics.rounds.rows import rows_of
 from kvforensics.rounds.segment import KINDS
 from kvforensics.rounds.stream import LogStream, finished
@@ -95,15 +104,10 @@ class Window:
 
 
 @dataclass(frozen=True, slots=True)
-class Part:
-    """One worker's share: ``pre`` rebuilt only (the warm-up), ``own`` read for good,
-    ``post`` rebuilt only, up to the next range's first round (None for the last)."""
+class RangeOptions:
+    """How every worker reads its range and what it re-runs: the command's overrides,
+    rank and format files, the model profile, whether to gather the whole-log findings."""
 
-    path: str
-    index: int
-    pre: Window
-    own: Window
-    post: Window | None
     overrides: dict[str, int | None]
     rank: str | None
     formats: list[Path] | None
@@ -113,6 +117,19 @@ class Part:
     rerun: bool = True
     #: the rounds the join keeps at the end of the log (``passes.WINDOW``); None: all
     window: int | None = WINDOW
+
+
+@dataclass(frozen=True, slots=True)
+class Part:
+    """One worker's share: ``pre`` rebuilt only (the warm-up), ``own`` read for good,
+    ``post`` rebuilt only, up to the next range's first round (None for the last)."""
+
+    path: str
+    index: int
+    pre: Window
+    own: Window
+    post: Window | None
+    opts: RangeOptions
 
 
 @dataclass
@@ -143,7 +160,9 @@ class PartResult:
     side: list[pl.DataFrame] = field(default_factory=list)
     spans: dict[Any, Any] = field(default_factory=dict)
     has_ms: bool = False
-    config: dict[str, Any] = field(default_factory=dict)
+    #: the configuration as the log's head gives it (``LogStream.cfg``, ``.config``)
+    cfg: Config | None = None
+    config: dict[str, Prov] = field(default_factory=dict)
     rank: str | None = None
     contradictions: list[Contradiction] = field(default_factory=list)
     late: list[Contradiction] = field(default_factory=list)
@@ -171,6 +190,9 @@ class PartResult:
 
 _DECISION = attrgetter(*Decision.__dataclass_fields__)
 _PIECE = attrgetter(*Piece.__dataclass_fields__)
+# marshal takes plain values only: a round's batch line and replayed plans go as tuples
+_BATCH = attrgetter(*BatchLine.__dataclass_fields__)
+_REPLAY = attrgetter(*PlanReplay.__dataclass_fields__)
 
 
 def _pack_prov(p: Prov | None) -> tuple[Any, ...] | None:
@@ -186,7 +208,8 @@ def pack(rnd: Round) -> tuple[Any, ...]:
     return (
         rnd.index, rnd.time, [_DECISION(d) for d in rnd.decisions],
         [_PIECE(p) for p in rnd.pieces], rnd.as_writes, _pack_prov(rnd.baseline),
-        _pack_prov(rnd.baseline_end), rnd.forwarded, rnd.oom, rnd.batch, rnd.replays,
+        _pack_prov(rnd.baseline_end), rnd.forwarded, rnd.oom,
+        None if rnd.batch is None else _BATCH(rnd.batch), [_REPLAY(x) for x in rnd.replays],
         _pack_prov(rnd.first_lock),
     )  # fmt: skip
 
@@ -242,7 +265,8 @@ def unpack(t: tuple[Any, ...], shift: int = 0) -> Round:
     return Round(
         index + shift, time, [Decision(*d) for d in decisions], [Piece(*p) for p in pieces],
         writes, _unpack_prov(base), _unpack_prov(base_end), first_lock=_unpack_prov(lock),
-        forwarded=fwd, oom=oom, batch=batch, replays=replays,
+        forwarded=fwd, oom=oom, batch=None if batch is None else BatchLine(*batch),
+        replays=[PlanReplay(*x) for x in replays],
     )  # fmt: skip
 
 
@@ -323,7 +347,7 @@ def _line_numbers(path: Path, offsets: list[int]) -> dict[int, int]:
 
 
 def parts(
-    path: Path, owned: list[Window], opts: dict[str, Any], margin: int, lookahead: int
+    path: Path, owned: list[Window], opts: RangeOptions, margin: int, lookahead: int
 ) -> list[Part]:
     """Each owned window with its warm-up before and its look past the next cut."""
     size = path.stat().st_size
@@ -335,7 +359,7 @@ def parts(
             nxt = owned[k + 1]
             end = _line_end(path, min(size, nxt.start + lookahead))
             post = Window(nxt.start, end, nxt.line)
-        out.append(Part(str(path), k, pre, own, post, **opts))
+        out.append(Part(str(path), k, pre, own, post, opts))
     return out
 
 
@@ -407,13 +431,14 @@ class _Worker:
     def __init__(self, part: Part) -> None:
         self.part = part
         self.path = Path(part.path)
-        self.cat: Catalogue = load_catalogue(part.formats)
+        self.cat: Catalogue = load_catalogue(part.opts.formats)
         self.wrapper: Wrapper | None = learn(sniff(self.path), self.cat)
         self.cutter = _Cutter(self.cat, self.wrapper)
         self.out = PartResult(part.index)
         self.fs = self._file_summary()
         self.out.summary.files.append(self.fs)
-        self.ls = LogStream([self.path], dict(part.overrides), part.rank, part.formats, hold=True)
+        opts = part.opts
+        self.ls = LogStream([self.path], dict(opts.overrides), opts.rank, opts.formats, hold=True)
         self._head()
         rb = self.rebuilder
         self.lens = _Recorder()
@@ -425,7 +450,7 @@ class _Worker:
         self._whole: set[int] = set()
         self._cut: dict[str, list[int]] = {}
         known = Known(self.ls.cfg, self.lens)
-        self.checks = Checks(known, part.profile, part.whole) if part.rerun else None
+        self.checks = Checks(known, opts.profile, opts.whole) if opts.rerun else None
 
     @property
     def rebuilder(self) -> Rebuilder:
@@ -520,7 +545,7 @@ class _Worker:
         rounds a continuity finding words); the others without their evidence (the join
         only counts them). ``light``: their positions, for the join to check."""
         out, n = self.out, len(self.out.rounds)
-        keep = n if self.part.window is None else self.part.window
+        keep = n if self.part.opts.window is None else self.part.opts.window
         whole = self._whole | set(range(max(0, n - keep), n))
         whole.update(i for got in self._cut.values() for i in got)
         start = out.rounds[0][0] if out.rounds else 0
@@ -593,7 +618,7 @@ class _Worker:
         out.first_write, out.block = rb.segmenter.first_write, rb.block
         out.chunked, out.base_end = rb.chunked, rb.base_end
         out.side, out.spans, out.has_ms = ls._side, ls.spans, ls.has_ms
-        out.config, out.rank = {"cfg": ls.cfg, "config": ls.config}, ls.rank
+        out.cfg, out.config, out.rank = ls.cfg, ls.config, ls.rank
         if self.checks is None:
             return
         fid = self.checks.fidelity
@@ -751,14 +776,14 @@ class JoinedChecks(Checks):
 def run_ranges(
     path: Path,
     jobs: int,
-    opts: dict[str, Any],
+    opts: RangeOptions,
     *,
     engine: str = "local",
     margin: int | None = None,
     lookahead: int | None = None,
 ) -> Joined:
-    """``path`` over ``jobs`` workers; ``opts``: ``Part``'s overrides, rank, formats,
-    profile and whole. Raises ``NotRanged`` where the one pass must be made instead."""
+    """``path`` over ``jobs`` workers, each reading and re-running as ``opts`` says.
+    Raises ``NotRanged`` where the one pass must be made instead."""
     margin = MARGIN if margin is None else margin
     lookahead = LOOKAHEAD if lookahead is None else lookahead
     owned = plan(path, jobs)
@@ -820,19 +845,19 @@ def _moved(c: Contradiction, d: int) -> Contradiction:
     return c if c.round is None else dataclasses.replace(c, round=c.round + d)
 
 
-def _stream(path: Path, results: list[PartResult], opts: dict[str, Any]) -> LogStream:
+def _stream(path: Path, results: list[PartResult], opts: RangeOptions) -> LogStream:
     """A ``LogStream`` as one pass leaves it, from the workers' shares."""
     first, last = results[0], results[-1]
     if any(r.nul for r in results):
         raise NotRanged("NUL bytes")
-    ls = LogStream([path], dict(opts["overrides"]), first.rank, opts["formats"], hold=True)
-    ls.cfg, ls.config = first.config["cfg"], first.config["config"]
+    ls = LogStream([path], dict(opts.overrides), first.rank, opts.formats, hold=True)
+    ls.cfg, ls.config = first.cfg, first.config
     ls.summary = _summary(path, results)
     for r in results:
         ls._side += r.side
         ls.spans = merge_spans(ls.spans, r.spans)
         ls.has_ms = ls.has_ms or r.has_ms
-    rb = Rebuilder(ls.cfg)
+    rb = Rebuilder(ls.settled_cfg())
     rb.contradictions = [c for r in results for c in r.contradictions]
     rb.contradictions += [c for r in results for c in r.late]
     rb.drops = [x for r in results for x in r.drops]
@@ -844,7 +869,7 @@ def _stream(path: Path, results: list[PartResult], opts: dict[str, Any]) -> LogS
     )
     ls.rebuilder = rb
     present = {x for r in results for f in r.summary.files for x in f.ranks}
-    if opts["rank"] and opts["rank"] not in present:
+    if opts.rank and opts.rank not in present:
         raise NotRanged("the rank asked for is not in the log")
     return ls
 

@@ -11,9 +11,9 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import suppress
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import NamedTuple, TypedDict
+from typing import NamedTuple
 
 import polars as pl
 
@@ -41,7 +41,7 @@ from kvforensics.replay.forward import LOWER_BOUND, MAX_ROUNDS, NodeBuilder, Tra
 from kvforensics.replay.holds import HoldsFor, Pick, holds_for, tried_seconds
 from kvforensics.replay.passes import WINDOW, RoundPass, Timed
 from kvforensics.replay.profile_choice import ProfileChoice, choose_profile
-from kvforensics.replay.ranges import rangeable, run_ranges
+from kvforensics.replay.ranges import RangeOptions, rangeable, run_ranges
 from kvforensics.replay.stages import (
     EXIT_INPUT,
     EXIT_MISMATCH,
@@ -83,7 +83,8 @@ def replay_logs(paths: Sequence[Path], options: ReplayOptions) -> ReplayResult:
     return assemble(checked, runs, _findings(Ran(checked, runs)))
 
 
-class _LogArgs(TypedDict):
+@dataclass(frozen=True, slots=True)
+class _LogArgs:
     """How the logs are read (``from_logs``'s and ``LogStream``'s options)."""
 
     overrides: dict[str, int | None]
@@ -117,14 +118,14 @@ def _no_adder_lines(
 ) -> NoAdderLines:
     """Logs without an adder line: why nothing can be replayed, with what was read (what a
     release's log tells, ``NoAdderLines.stock``)."""
-    return NoAdderLines(events, summary, load_catalogue(args["formats"]), args["overrides"],
-                        choice)  # fmt: skip
+    return NoAdderLines(events, summary, load_catalogue(args.formats), args.overrides, choice)
 
 
 def _whole(
     paths: list[Path], args: _LogArgs, narrow: Narrow, whole_log: bool, choice: ProfileChoice
 ) -> Rebuilt:
-    logs = from_logs(paths, hold=True, narrow=narrow, **args)
+    logs = from_logs(paths, overrides=args.overrides, rank=args.rank, formats=args.formats,
+                     progress=args.progress, hold=True, narrow=narrow)  # fmt: skip
     if logs.rebuild is None:
         raise _no_adder_lines(logs.events, logs.summary, args, choice)
     rb = logs.rebuild
@@ -148,8 +149,7 @@ def _streamed(
     ps: RoundPass | None = None
     profile = choice.profile
     try:
-        ls = LogStream(paths, args["overrides"], args["rank"], args["formats"],
-                       args["progress"], hold=True)  # fmt: skip
+        ls = LogStream(paths, args.overrides, args.rank, args.formats, args.progress, hold=True)
         st = current()
         checked: AnyStage = IDLE  # stages below the read's: rebuilt, then checked
         for rnd in narrow_rounds(st.counted(ls, "rebuilding rounds", "rounds"), narrow):
@@ -180,9 +180,8 @@ def _ranged(
     """One plain log over byte ranges (``ranges``): the workers read, rebuild and re-run
     their ranges; this process takes the rounds in order for what spans them (the rounds
     kept, continuity, the traffic, the arrivals). Raises ``NotRanged`` where it cannot."""
-    opts = {"overrides": args["overrides"] or {}, "rank": args["rank"],
-            "formats": args["formats"], "profile": profile, "whole": whole_log,
-            "window": window}  # fmt: skip
+    opts = RangeOptions(args.overrides or {}, args.rank, args.formats, profile, whole_log,
+                        window=window)  # fmt: skip
     joined = run_ranges(path, jobs, opts, engine=engine)
     ls = joined.stream
     lens = ls.rebuilding().seq_lens
@@ -271,22 +270,25 @@ def _run_policies(checked: Checked, options: ReplayOptions) -> Runs:
     given = _builder(checked, start, timing, inflight, shown, notes)
     anchored = _anchor(rb, start, given, timing, transfer, notes)
     build = anchored.build if anchored is not None else given
-    results = {
+    # the code as it ran first: the logs are checked against it
+    as_ran = run_shown(build.build("prefix"), "policy prefix", MAX_ROUNDS)
+    results = {"prefix": as_ran} | {
         policy: run_shown(build.build(policy), f"policy {policy}", MAX_ROUNDS)
-        for policy in dict.fromkeys(["prefix", *options.policies])
+        for policy in dict.fromkeys(options.policies)
+        if policy != "prefix"
     }
     reproduced: bool | None = None
     holds: dict[str, HoldsFor] = {}
     anchoring = anchored.found if anchored is not None else None
     if rb.oom:
-        got = results["prefix"].oom
+        got = as_ran.oom
         o = rb.oom
         reproduced = got is not None and (got.round, got.rid, got.tokens, got.available) == (
             o.round, o.rid, o.tokens, o.available,
         )  # fmt: skip
         holds = _sensitivity(rb, build, timing, readings, transfer, anchoring, results)
         if reproduced:
-            holds = _unseen_takes(rb, build, start, results, holds)
+            holds = _unseen_takes(rb, build, start, as_ran, holds)
     observed = OomFigures.of(rb.oom) if rb.oom else None
     costs = cost_readings(build, transfer, results, observed) if options.costs else []
     return Runs(
@@ -419,15 +421,15 @@ def _sensitivity(
 
 
 def _unseen_takes(
-    rb: Rebuild, build: NodeBuilder, start: Round, results: Mapping[str, RunResult],
-    holds: dict[str, HoldsFor],
+    rb: Rebuild, build: NodeBuilder, start: Round, as_ran: RunResult, holds: dict[str, HoldsFor],
 ) -> dict[str, HoldsFor]:  # fmt: skip
     """Each "no out of memory" with the least take outside the adder, made where the logs
     could not show one (``unseen``), that undoes it. Only where ``prefix`` reproduces
-    the logged rounds: its run is what says where the logged pool had nothing free."""
+    the logged rounds: its run (``as_ran``) is what says where the logged pool had nothing
+    free."""
     assert rb.oom is not None and rb.oom.round is not None
     page, pool = rb.cfg.page_size, rb.cfg.pool_size
-    blind = blind_rounds(results["prefix"].rounds, start.index, rb.oom.round, page)
+    blind = blind_rounds(as_ran.rounds, start.index, rb.oom.round, page)
     out = dict(holds)
     for policy, h in holds.items():
         if policy == "prefix" or h.answer != "no out of memory" or not blind:
@@ -626,13 +628,14 @@ def _inflight(
     chunk, shared = chunk_slots(rb.cfg, start), shared_slots(rb.cfg, start)
     held = max(0, rb.cfg.pool_size - base - chunk - shared)
     count, source = 1, "no batch line: assumed one"
-    if start.batch and start.batch.get("inflight_req") is not None:
+    batch = start.batch
+    if batch is not None and batch.inflight_req is not None:
         # The batch line is printed after the round's forward: the requests that finished
         # in that round are already counted, so take them out again.
         finished = sum(1 for d in start.decisions if d.decision == "full")
-        count = max(1, int(start.batch["inflight_req"]) - finished)
+        count = max(1, int(batch.inflight_req) - finished)
         source = (
-            f"{start.batch['where']} #inflight-req: {start.batch['inflight_req']} "
+            f"{batch.where} #inflight-req: {batch.inflight_req} "
             f"minus {finished} finished in that round (derived)"
         )
     page = rb.cfg.page_size

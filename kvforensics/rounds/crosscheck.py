@@ -18,17 +18,50 @@ import polars as pl
 from kvforensics.rounds.compact import Spool, pack_time, unpack_time
 from kvforensics.rounds.provenance import where
 from kvforensics.rounds.rebuild import Rebuild, Round
-from kvforensics.rounds.records import Contradiction
+from kvforensics.rounds.records import BatchLine, Contradiction, PlanReplay
 
-#: another rank's line (a batch line or a plan), as the reader's row
-Line = dict[str, Any]
 #: whether a round and a line agree
-Same = Callable[["Key", Line], bool]
+Same = Callable[["Key", "Line"], bool]
 #: a round and a line paired; None on the side that has no partner
 Pair = tuple["Key | None", "Line | None"]
 #: the first and last time of something
 TimeSpan = tuple[datetime, datetime]
 T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Line:
+    """Another rank's line (a batch line or a replayed plan): the fields the checks read,
+    None where the line's format lacks one. Compared by identity: two lines that print
+    the same are still two lines."""
+
+    where: str
+    time: datetime | None = None
+    new_token: int | None = None
+    new_seq: int | None = None
+    inflight_req: int | None = None
+    queue_req: int | None = None
+    cached_token: int | None = None
+    rids: list[str] | None = None
+    extend_tokens: int | None = None
+
+
+def _lines_from_rows(frame: pl.DataFrame) -> list[Line]:
+    """The reader's rows of one rank's lines (``_lines``' columns, those the logs have)."""
+    return [
+        Line(
+            where(r),
+            r.get("time"),
+            r.get("new_token"),
+            r.get("new_seq"),
+            r.get("inflight_req"),
+            r.get("queue_req"),
+            r.get("cached_token"),
+            r.get("rids"),
+            r.get("extend_tokens"),
+        )
+        for r in frame.iter_rows(named=True)
+    ]
 
 
 @dataclass(slots=True)
@@ -135,9 +168,9 @@ def _resync(
 
 
 def _seconds_apart(rnd: Key, line: Line) -> float | None:
-    if rnd.time is None or line.get("time") is None:
+    if rnd.time is None or line.time is None:
         return None
-    apart: timedelta = line["time"] - rnd.time
+    apart: timedelta = line.time - rnd.time
     return abs(apart.total_seconds())
 
 
@@ -148,9 +181,9 @@ def _unpaired(
     """One finding per line that no round matches and per round that no line matches,
     each only inside the other side's time span (logs of different lengths are common)."""
     for rnd, line in pairs:
-        if rnd is None and line is not None and _within(line.get("time"), span_r):
+        if rnd is None and line is not None and _within(line.time, span_r):
             rb.contradictions.append(Contradiction(
-                None, what, f"{rank} line {where(line)} matches no rebuilt round of {rb.rank}"
+                None, what, f"{rank} line {line.where} matches no rebuilt round of {rb.rank}"
             ))
         elif line is None and rnd is not None and _within(rnd.time, span_l):
             rb.contradictions.append(Contradiction(
@@ -191,7 +224,7 @@ def _pairs(
     pairs += [(r, None) for r in rounds if r.index not in paired_r]
     pairs += [(None, ln) for ln in lines if id(ln) not in paired_l]
     span_r = _span(rounds, lambda r: r.time)
-    span_l = _span(lines, lambda ln: ln.get("time"))
+    span_l = _span(lines, lambda ln: ln.time)
     _unpaired(
         rb, rank, what, [(r, ln) for r, ln in pairs if r is None or ln is None], span_r, span_l
     )
@@ -249,12 +282,14 @@ def _apart(rb: Rebuild, spans: dict[str, Span], rank: str) -> bool:
         why = f"they end {abs((b1 - a1).total_seconds()):.0f} s apart, so not at the same crash"
     else:
         return False
-    rb.contradictions.append(Contradiction(
-        None,
-        "different times",
-        f"{rank} ({', '.join(bf)}: {b0} to {b1}) and {rb.rank} "
-        f"({', '.join(af)}: {a0} to {a1}): {why}; {rank}'s lines are not compared",
-    ))
+    rb.contradictions.append(
+        Contradiction(
+            None,
+            "different times",
+            f"{rank} ({', '.join(bf)}: {b0} to {b1}) and {rb.rank} "
+            f"({', '.join(af)}: {a0} to {a1}): {why}; {rank}'s lines are not compared",
+        )
+    )
     return True
 
 
@@ -286,12 +321,12 @@ def cross_check(
     batches = _lines(events, "prefill_batch")
     for rank in batches["rank"].unique().sort().to_list() if batches.height else []:
         if not _apart(rb, spans, rank):
-            lines = batches.filter(pl.col("rank") == rank).to_dicts()
+            lines = _lines_from_rows(batches.filter(pl.col("rank") == rank))
             added += _check_batches(rb, keys, rank, lines)
     plans = _lines(events, "replay_plan")
     for rank in plans["rank"].unique().sort().to_list() if plans.height else []:
         if not _apart(rb, spans, rank):
-            _check_plans(rb, keys, rank, plans.filter(pl.col("rank") == rank).to_dicts())
+            _check_plans(rb, keys, rank, _lines_from_rows(plans.filter(pl.col("rank") == rank)))
     return added
 
 
@@ -309,31 +344,24 @@ def _check_batches(rb: Rebuild, keys: RoundKeys, rank: str, lines: list[Line]) -
             keys.add(r, keep=True)
 
     def same(rnd: Key, b: Line) -> bool:
-        return b.get("new_token") == rnd.new_tokens and _near(rnd, b)
+        return b.new_token == rnd.new_tokens and _near(rnd, b)
 
     for key, b in _pairs(rb, rank, "batch line", keys.forwarded(), lines, same):
-        batch = {
-            "rank": rank,
-            "new_token": b.get("new_token"),
-            "new_seq": b.get("new_seq"),
-            "inflight_req": b.get("inflight_req"),
-            "queue_req": b.get("queue_req"),
-            # NOTE: a line of another batch format may lack these; absent, not an error
-            "cached_token": b.get("cached_token"),
-            "where": where(b),
-        }
         if key.round is not None:
-            key.round.batch = batch
-        if b.get("new_token") is None:
+            # NOTE: a line of another batch format may lack some fields; None, not an error
+            key.round.batch = BatchLine(
+                rank, b.new_token, b.new_seq, b.inflight_req, b.queue_req, b.cached_token, b.where
+            )
+        if b.new_token is None:
             continue  # the line gives no token count (damaged, or a format without it)
         total = key.new_tokens
         _settle(
             rb,
             key,
-            b.get("new_token") == total,
+            b.new_token == total,
             "#new-token",
-            f"{where(b)} says #new-token: {b.get('new_token')}, the rebuilt pieces sum to {total}",
-            f"{rank} batch line {where(b)}: #new-token: {b.get('new_token')}",
+            f"{b.where} says #new-token: {b.new_token}, the rebuilt pieces sum to {total}",
+            f"{rank} batch line {b.where}: #new-token: {b.new_token}",
         )
     return added
 
@@ -346,8 +374,8 @@ def _misfits(rounds: list[Key], lines: list[Line], same: Same) -> int:
 def _check_plans(rb: Rebuild, keys: RoundKeys, rank: str, lines: list[Line]) -> None:
     def same(rnd: Key, p: Line) -> bool:
         return (
-            rnd.same_rids(list(p["rids"] or []))
-            and p["extend_tokens"] == rnd.new_tokens
+            rnd.same_rids(list(p.rids or []))
+            and p.extend_tokens == rnd.new_tokens
             and _near(rnd, p)
         )
 
@@ -355,7 +383,7 @@ def _check_plans(rb: Rebuild, keys: RoundKeys, rank: str, lines: list[Line]) -> 
     # that pairs the lines with fewer misfits (a last line the size of the out-of-memory
     # piece may as well be the round before it, when the pieces are all one chunk).
     targets = keys.forwarded()
-    if lines and rb.oom and lines[-1]["extend_tokens"] == rb.oom.tokens:
+    if lines and rb.oom and lines[-1].extend_tokens == rb.oom.tokens:
         with_crash = keys.with_pieces()
         if _misfits(with_crash, lines, same) < _misfits(targets, lines, same):
             targets = with_crash
@@ -363,23 +391,16 @@ def _check_plans(rb: Rebuild, keys: RoundKeys, rank: str, lines: list[Line]) -> 
     for key, p in _pairs(rb, rank, "replayed plan", targets, lines, same):
         rids = [x.rid for x in key.round.pieces] if key.round is not None else None
         if key.round is not None:
-            key.round.replays.append(
-                {
-                    "rank": rank,
-                    "rids": p["rids"],
-                    "extend_tokens": p["extend_tokens"],
-                    "where": where(p),
-                }
-            )
+            key.round.replays.append(PlanReplay(rank, p.rids, p.extend_tokens, p.where))
         _settle(
             rb,
             key,
-            key.same_rids(list(p["rids"] or [])) and p["extend_tokens"] == key.new_tokens,
+            key.same_rids(list(p.rids or [])) and p.extend_tokens == key.new_tokens,
             "PP plan",
-            f"{rank} replayed rids={p['rids']} extend_tokens={p['extend_tokens']} ({where(p)}); "
+            f"{rank} replayed rids={p.rids} extend_tokens={p.extend_tokens} ({p.where}); "
             f"{rb.rank} decided {rids if rids is not None else 'other requests'} with "
             f"{key.new_tokens} tokens",
-            f"{rank} replayed the same plan ({where(p)}): extend_tokens={p['extend_tokens']}",
+            f"{rank} replayed the same plan ({p.where}): extend_tokens={p.extend_tokens}",
         )
 
 

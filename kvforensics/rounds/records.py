@@ -60,6 +60,45 @@ class LoggedOom:
         return {k: getattr(self, k) for k in self.__dataclass_fields__ if k != "tree_paths"}
 
 
+# compiled, a plain class: copy and pickle cannot set a native frozen dataclass's fields
+@mypyc_attr(native_class=False)
+@dataclass(frozen=True, slots=True)
+class BatchLine:
+    """Another rank's batch line (PP3's ``Prefill batch``) matched to a round: what it
+    printed, None where the line's format lacks a field."""
+
+    rank: str
+    new_token: int | None
+    new_seq: int | None
+    inflight_req: int | None
+    queue_req: int | None
+    cached_token: int | None
+    where: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "rank": self.rank,
+            "new_token": self.new_token,
+            "new_seq": self.new_seq,
+            "inflight_req": self.inflight_req,
+            "queue_req": self.queue_req,
+            "cached_token": self.cached_token,
+            "where": self.where,
+        }
+
+
+# compiled, a plain class: copy and pickle cannot set a native frozen dataclass's fields
+@mypyc_attr(native_class=False)
+@dataclass(frozen=True, slots=True)
+class PlanReplay:
+    """Another PP rank's replayed plan matched to a round."""
+
+    rank: str
+    rids: list[str] | None
+    extend_tokens: int | None
+    where: str
+
+
 @dataclass(slots=True)
 class Decision:
     """One ``add_one_req``: the check line and its result line."""
@@ -129,8 +168,8 @@ class Round:
     first_lock: Prov | None = None
     forwarded: bool = False  # AS writes seen: the forward has run
     oom: LoggedOom | None = None
-    batch: dict[str, Any] | None = None  # the PP3 batch line matched to this round
-    replays: list[dict[str, Any]] = field(default_factory=list)  # other PP ranks' plans
+    batch: BatchLine | None = None  # the PP3 batch line matched to this round
+    replays: list[PlanReplay] = field(default_factory=list)  # other PP ranks' plans
 
     @property
     def observed(self) -> bool:
@@ -150,5 +189,5 @@ class Round:
             "decisions": [d.as_dict() for d in self.decisions],
             "as_writes": [{"rid": r, "blocks": b, "where": w} for r, b, w in self.as_writes],
             "oom": self.oom.as_dict() if self.oom else None,
-            "batch": self.batch,
+            "batch": self.batch.as_dict() if self.batch else None,
         } | ({"first_lock": self.first_lock.as_dict()} if self.first_lock else {})

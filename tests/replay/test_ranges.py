@@ -139,11 +139,11 @@ def test_a_warm_up_too_short_is_widened(
 def test_mid_chunk_cuts_are_where_the_warm_up_matters(large_log: Path) -> None:
     """A range whose cut falls while a request is mid-prefill inherits it from its
     warm-up: the state at its first round is the one the range before sees there."""
-    opts = {"overrides": {}, "rank": None, "formats": None, "whole": False}
     from kvforensics.model.profiles import FORK
 
+    opts = ranges.RangeOptions(overrides={}, rank=None, formats=None, profile=FORK, whole=False)
     owned = ranges.plan(large_log, 4)
-    todo = ranges.parts(large_log, owned, {**opts, "profile": FORK}, 64 << 10, 16 << 10)
+    todo = ranges.parts(large_log, owned, opts, 64 << 10, 16 << 10)
     results = [ranges.run_part(p) for p in todo]
     for before, after, part in zip(results, results[1:], todo[1:], strict=False):
         assert ranges._agree(before, after, part)

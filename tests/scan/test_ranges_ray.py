@@ -25,7 +25,7 @@ def test_ray_ranges_give_what_one_pass_gives() -> None:
     from kvforensics.model.profiles import FORK
     from kvforensics.replay import ranges
 
-    opts = {"overrides": {}, "rank": None, "formats": None, "profile": FORK, "whole": True}
+    opts = ranges.RangeOptions(overrides={}, rank=None, formats=None, profile=FORK, whole=True)
     joined = ranges.run_ranges(LOG, 2, opts, engine="ray", margin=16 << 10)
     assert len(joined.results) == 2
     local = ranges.run_ranges(LOG, 2, opts, margin=16 << 10)
