@@ -196,7 +196,7 @@ def evidence_check(rb: Rebuild) -> Check:
                 lo, hi = p.interval_end
                 return Miss(f"round {index}: {p.rid}'s piece ends in [{lo}, {hi}] "
                             f"(AttentionStore), {_piece(m)} in the run", _short(m, lo, hi))  # fmt: skip
-        new = rnd.batch.new_token if rnd.batch is not None else None
+        new = (rnd.batch or {}).get("new_token")
         ran = sum(e - s for _, s, e in pieces)
         if new is not None and new != ran:
             return Miss(f"round {index}: #new-token {new} in the batch line, {ran} in the run",
@@ -318,7 +318,7 @@ def _fit(
     for _ in range(MAX_FITS):
         p = _probe(base, {at: tokens}, anchor, check)
         if p.value == anchor.value and p.why is None:
-            return _least(base, at, tokens, low, p, anchor, check, page)
+            return _least(base, at, tokens, low if tokens > 0 else high, p, anchor, check, page)
         step = _step(p, anchor, page)
         if not step:
             return None
@@ -337,19 +337,23 @@ def _fit(
     return None
 
 
-def _least(base: PrefillNode, at: int, tokens: int, low: int | None, p: _Probe, anchor: Anchor,
-           check: Check, page: int) -> tuple[int, _Probe]:  # fmt: skip
-    """The smallest take that still meets ``anchor``, once one that does is known and one
-    that takes too little: an AttentionStore interval or a 0 available admits a range, and
-    the logs show no more than its lower end."""
-    while tokens > 0 and low is not None and tokens - low > page:
-        mid = low + (tokens - low) // 2 // page * page
-        q = _probe(base, {at: mid}, anchor, check)
+def _least(base: PrefillNode, at: int, tokens: int, short: int | None, p: _Probe,
+           anchor: Anchor, check: Check, page: int) -> tuple[int, _Probe]:  # fmt: skip
+    """The smallest event that still meets ``anchor``, once one that does is known
+    (``tokens``: > 0 taken, < 0 given back) and one on the same side that is too small
+    (``short``; None: only no event at all is known to miss, and it did): an
+    AttentionStore interval, a piece the chunk budget caps or a 0 available admits a
+    range, and the logs show no more than its lower end."""
+    sign, size = (1 if tokens > 0 else -1), abs(tokens)
+    fail = abs(short) if short is not None and short * tokens > 0 else 0
+    while size - fail > page:
+        mid = fail + (size - fail) // 2 // page * page
+        q = _probe(base, {at: sign * mid}, anchor, check)
         if q.value == anchor.value and q.why is None:
-            tokens, p = mid, q
+            size, p = mid, q
         else:
-            low = mid
-    return tokens, p
+            fail = mid
+    return sign * size, p
 
 
 def anchor_run(

@@ -110,6 +110,11 @@ def test_worlds_at_every_setting(tmp_path, seed, setting, outside, fast):
         (5289, 288, False, False, "in-block steps before memory came back, shown by PP3"),
         (7410, 409, False, True, "a lock the walk before it measures, then a last piece"),
         (5498, 497, True, True, "an outside allocation the crash's tree dump places"),
+        (23245, 244, False, False, "whole-second stamps: a PP3 line two rounds on, same size"),
+        (23150, 149, True, True, "a silent round its seated PP3 line sizes (memory fell)"),
+        (23259, 258, False, False, "silent rounds seated on PP3 lines, refused locks"),
+        (23253, 252, False, False, "the run out of memory in a round the logs show ran"),
+        (23030, 29, True, True, "the window without transfer ends, a round early"),
     ],
 )  # fmt: skip
 def test_worlds_the_rebuild_once_misread(tmp_path, seed, setting, outside, fast, what):
