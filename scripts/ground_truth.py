@@ -191,7 +191,12 @@ def _policies(v: Verdicts, t: dict, pols: dict, rep: dict) -> None:
 
 def _causes(v: Verdicts, t: dict, rep: dict) -> list[str]:
     held = [c["id"] for c in rep.get("causes", []) if c.get("held")]
-    ok = t["cause"] in held and (t["cause"] == "external_allocation" or not _drop_in_life(rep, t))
+    # memory taken outside the adder in the victim's life is claimed only where the world
+    # took some then (from the rebuild's falls or from the anchoring's events alike)
+    phantom = "external_allocation" in held and not t.get("outside_in_victim_life")
+    ok = t["cause"] in held and not phantom and (
+        t["cause"] == "external_allocation" or not _drop_in_life(rep, t)
+    )
     v.row("cause", ok, "cause differs", f"cause: replay held {held}, world {t['cause']}")
     # the replay does not claim forced_resume on a last piece (the remainder was all there
     # was to take); the world records the forced branch either way
