@@ -196,7 +196,7 @@ def evidence_check(rb: Rebuild) -> Check:
                 lo, hi = p.interval_end
                 return Miss(f"round {index}: {p.rid}'s piece ends in [{lo}, {hi}] "
                             f"(AttentionStore), {_piece(m)} in the run", _short(m, lo, hi))  # fmt: skip
-        new = (rnd.batch or {}).get("new_token")
+        new = rnd.batch.new_token if rnd.batch is not None else None
         ran = sum(e - s for _, s, e in pieces)
         if new is not None and new != ran:
             return Miss(f"round {index}: #new-token {new} in the batch line, {ran} in the run",
