@@ -88,3 +88,38 @@ def test_the_last_of_equal_lines_is_where_and_disagreeing_ones_give_none():
     assert index.near(T0, 800, 900) is None
     assert index.near(T0 + timedelta(seconds=29), 400, 600) == (500, "pp3.log:13")
     assert len(index) == 4
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.integers(1, 6), min_size=2, max_size=30),
+    st.integers(0, 3),
+    st.data(),
+)
+def test_rounds_seated_on_one_line_a_round(sizes, shown_every, data):
+    """PP3 prints one line a round, all in one second here: once a round the logs show
+    is seated on its line, each later round's line is the next one, whatever other line
+    near it prints the same size; a round the rebuild sized itself moves the seat on."""
+    frame = pl.DataFrame(
+        {
+            "kind": ["prefill_batch"] * len(sizes),
+            "rank": ["PP3"] * len(sizes),
+            "file": ["/l/pp3.log"] * len(sizes),
+            "time": [T0] * len(sizes),
+            "new_token": sizes,
+            "line": list(range(1, len(sizes) + 1)),
+        }
+    )
+    index = BatchSizes.of(frame, "PP0")
+    first = sizes.index(sizes[0]) == 0 and sizes.count(sizes[0]) == 1
+    index.ran(T0, sizes[0], shown=True)  # the first round: its pieces shown
+    for k in range(1, len(sizes)):
+        ahead = data.draw(st.integers(0, len(sizes) - k - 1))
+        got = index.size(T0, 1, 6, ahead)
+        if first:
+            # seated by the only line of its size: the next lines are the next rounds'
+            assert got == (sizes[k + ahead], f"pp3.log:{k + ahead + 1}")
+        shown = shown_every and k % shown_every == 0
+        index.ran(T0, sizes[k], shown=bool(shown))
+    if first:
+        assert index.size(T0, 1, 6) == index.near(T0, 1, 6)  # past the last line: by time
