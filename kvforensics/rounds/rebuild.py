@@ -240,6 +240,12 @@ class Rebuilder:
     def _contradiction(self, what: str, detail: str) -> None:
         self.contradictions.append(Contradiction(self.count, what, detail))
 
+    def _now(self) -> Chunked | None:
+        """The chunked request as it is now. NOTE: read through a call after a call that
+        may move it on or end it: a narrowed ``self.chunked`` would be taken for the one
+        read before the call (mypy keeps the narrowing; the compiled build relies on it)."""
+        return self.chunked
+
     def _base(self) -> int:
         return baseline_value(self.base_end)
 
@@ -369,9 +375,9 @@ class Rebuilder:
     def _resumed(self, rnd: Round, first: Decision) -> None:
         """The chunked request's piece before the first check, from the chunk budget it
         spent; silent rounds before it where its size says it started later."""
-        cfg = self.cfg
-        assert self.chunked is not None  # a resumed piece needs a chunked request
-        rid, seq, done = self.chunked.rid, self.chunked.seq_len, self.chunked.done
+        cfg, c = self.cfg, self.chunked
+        assert c is not None  # a resumed piece needs a chunked request
+        rid, seq, done = c.rid, c.seq_len, c.done
         spent = cfg.chunked_prefill_size - first.rem_chunk_tokens
         # The two offsets at the first check tell whether the resumed piece was the last
         # one: only a last piece also promises its first token to later rounds.
@@ -384,14 +390,14 @@ class Rebuilder:
         elif promised != cfg.max_new_tokens:
             # A non-last piece of this size: where the model's own sizing first gives one
             # is where it starts; the rounds before it printed nothing.
-            start = first_start(cfg, self.chunked, self.base_end, spent,
-                                 self._allowance(rnd.time))
+            start = first_start(cfg, c, self.base_end, spent, self._allowance(rnd.time))
             if start is not None:
                 self._gap(seq, rnd.time, stop=lambda d: d >= start)
             elif resumed_end(cfg, done, spent) is None:
                 self._gap(seq, rnd.time, stop=lambda d: resumed_end(cfg, d, spent) is not None)
-        if self.chunked:
-            rid, seq, done = self.chunked.rid, self.chunked.seq_len, self.chunked.done
+        now = self._now()  # the walk moved it on, or finished it
+        if now:
+            rid, seq, done = now.rid, now.seq_len, now.done
         if cfg.ceil_page(seq - done) == spent:
             end = seq
         else:
@@ -426,10 +432,10 @@ class Rebuilder:
         before it would pass the window (the baseline assumed unchanged as long as the
         evidence lets it). Returns False, adding nothing, where the walk lands or no rise
         ends there (the plain walk then says what it can)."""
-        cfg = self.cfg
-        assert self.chunked is not None  # ``_resumed`` checks
-        seq, hi = self.chunked.seq_len, lo + cfg.page_size - 1
-        steps = walk_below(cfg, self.chunked, self._base(), lo, self._allowance(time))
+        cfg, c = self.cfg, self.chunked
+        assert c is not None  # ``_resumed`` checks
+        seq, hi = c.seq_len, lo + cfg.page_size - 1
+        steps = walk_below(cfg, c, self._base(), lo, self._allowance(time))
         if steps is None:
             return False  # the walk lands in the window, or is out of evidence
         rises = [(k, d, b, got) for k, (d, b) in enumerate(steps)
@@ -450,14 +456,13 @@ class Rebuilder:
             paged = cfg.ceil_page(got[0])
             end, evid = chunk_step(cfg, d, seq, paged if paged <= got[1] else got[0])[0], ""
         self._gap(d, time)
-        assert self.chunked is not None and self.chunked.done == d, "the walk reproduces"
-        rose = risen(baselines_for(cfg, d, seq, end, end, b) or got, self.chunked.rid, end,
+        now = self._now()
+        assert now is not None and now.done == d, "the walk reproduces"
+        rose = risen(baselines_for(cfg, d, seq, end, end, b) or got, now.rid, end,
                      f"its last piece starts in [{lo}, {hi}] (the chunk budget at the next "
                      f"check); the baseline {b} the walk assumed does not start it there",
                      evid)  # fmt: skip
-        r, self.chunked, self.base_end, _ = risen_round(
-            cfg, self.chunked, rose, self.count, time, end
-        )
+        r, self.chunked, self.base_end, _ = risen_round(cfg, now, rose, self.count, time, end)
         self._emit(r)
         return True
 
@@ -466,7 +471,8 @@ class Rebuilder:
         """AttentionStore writes and no adder line: the chunked request resumed alone."""
         cfg, block = self.cfg, self.block
         rid_w = [r for r, _, _ in rnd.as_writes]
-        if not self.chunked or self.chunked.rid not in rid_w:
+        c = self.chunked
+        if not c or c.rid not in rid_w:
             self._contradiction(
                 "AttentionStore write",
                 f"writes for {rid_w} ({rnd.as_writes[0][2]}) in a round without adder "
@@ -474,7 +480,7 @@ class Rebuilder:
             )
             return
         assert block is not None  # set by the round's first write
-        rid, seq, done = self.chunked.rid, self.chunked.seq_len, self.chunked.done
+        rid, seq, done = c.rid, c.seq_len, c.done
         blocks, w = next((b, x) for r, b, x in rnd.as_writes if r == rid)
         lo, hi = blocks * block, min(seq, blocks * block + block - 1)
         if lo > seq:
@@ -487,8 +493,9 @@ class Rebuilder:
             )
             return
         self._in_block(lo, rnd.time)
-        if self.chunked:
-            rid, seq, done = self.chunked.rid, self.chunked.seq_len, self.chunked.done
+        now = self._now()  # silent rounds inside one block moved it on
+        if now:
+            rid, seq, done = now.rid, now.seq_len, now.done
         b = self._base()
         end, forced = chunk_step(cfg, done, seq, b)
         evid = [
