@@ -196,13 +196,13 @@ NOT_REBUILT = (
 )
 
 
-def _time(ev: dict[str, Any]) -> str | None:
+def _time_of_row(ev: dict[str, Any]) -> str | None:
     if ev.get("time") is not None:
         return str(ev["time"].isoformat(sep=" "))
     return str(ev["clock"].isoformat()) if ev.get("clock") is not None else None
 
 
-def _readings(ev: dict[str, Any]) -> tuple[PoolReading, ...]:
+def _readings_of_row(ev: dict[str, Any]) -> tuple[PoolReading, ...]:
     out = []
     for pool, p in POOLS:
         r = PoolReading(
@@ -216,26 +216,26 @@ def _readings(ev: dict[str, Any]) -> tuple[PoolReading, ...]:
     return tuple(out)
 
 
+def _oom_from_row(ev: dict[str, Any]) -> ObservedOom:
+    """An ``oom`` event's row: the message's numbers, and the mechanism they show."""
+    readings = _readings_of_row(ev)
+    full = readings[0]
+    has_numbers = (full.available, full.free, full.evictable) != (None, None, None)
+    arith = classify(ev.get("oom_tokens"), list(readings) if has_numbers else [])
+    return ObservedOom(
+        ev.get("oom_phase"),
+        ev.get("oom_tokens"),
+        readings,
+        arith,
+        _time_of_row(ev),
+        ev["rank"],
+        where(ev),
+        ev.get("exception"),
+    )
+
+
 def observed_ooms(events: pl.DataFrame) -> list[ObservedOom]:
-    out = []
-    for ev in events.filter(pl.col("kind") == "oom").iter_rows(named=True):
-        readings = _readings(ev)
-        full = readings[0]
-        has_numbers = (full.available, full.free, full.evictable) != (None, None, None)
-        arith = classify(ev.get("oom_tokens"), list(readings) if has_numbers else [])
-        out.append(
-            ObservedOom(
-                ev.get("oom_phase"),
-                ev.get("oom_tokens"),
-                readings,
-                arith,
-                _time(ev),
-                ev["rank"],
-                where(ev),
-                ev.get("exception"),
-            )
-        )
-    return out
+    return [_oom_from_row(ev) for ev in _kinds(events, "oom").iter_rows(named=True)]
 
 
 def _kinds(events: pl.DataFrame, kind: str) -> pl.DataFrame:
@@ -376,13 +376,13 @@ CRASH_KINDS = {
 }
 
 
-def crash_kind(ev: dict[str, Any]) -> tuple[str, str | None]:
-    """(kind, device allocator) of a crash event: a signal or kill, a device allocator's
-    out-of-memory, the request-slot pool's, or another exception. KV-pool
-    out-of-memories are `oom` events, never crashes."""
-    if ev.get("crash_signal"):
+def crash_kind(signal: str | None, exception: str | None) -> tuple[str, str | None]:
+    """(kind, device allocator) of a crash event, from its signal line and its exception
+    line: a signal or kill, a device allocator's out-of-memory, the request-slot pool's,
+    or another exception. KV-pool out-of-memories are `oom` events, never crashes."""
+    if signal:
         return "signal", None
-    text = ev.get("exception") or ""
+    text = exception or ""
     for rx, device in DEVICE_OOM:
         m = rx.search(text)
         if m:
@@ -392,13 +392,14 @@ def crash_kind(ev: dict[str, Any]) -> tuple[str, str | None]:
     return "exception", None
 
 
+def _crash_from_row(ev: dict[str, Any]) -> Crash:
+    signal, exception = ev.get("crash_signal"), ev.get("exception")
+    kind, device = crash_kind(signal, exception)
+    return Crash(kind, device, _time_of_row(ev), ev["rank"], where(ev), exception or signal)
+
+
 def crashes(events: pl.DataFrame) -> tuple[Crash, ...]:
-    out = []
-    for ev in _kinds(events, "crash").iter_rows(named=True):
-        kind, device = crash_kind(ev)
-        exception = ev.get("exception") or ev.get("crash_signal")
-        out.append(Crash(kind, device, _time(ev), ev["rank"], where(ev), exception))
-    return tuple(out)
+    return tuple(_crash_from_row(ev) for ev in _kinds(events, "crash").iter_rows(named=True))
 
 
 #: the adder lines a rebuild cannot do without; the fork's other lines refine it
