@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
 
 from kvforensics.model import Config, OutOfMemory, PrefillNode, RoundRecord
+from kvforensics.model.ledger import Step
 
 
 @dataclass(slots=True)
@@ -18,8 +18,8 @@ class RoundCapture:
     end: float  # after its forward (== start when nothing ran)
     #: (rid, start, end) in batch order; for the out-of-memory round, what was planned
     pieces: list[tuple[str, int, int]]
-    #: the adder's ledger rows (add_chunked_req / add_one_req) as dicts, in order
-    steps: list[dict[str, Any]]
+    #: the adder's ledger rows (add_chunked_req / add_one_req), in order
+    steps: list[Step]
     skipped_waiting: bool
     queue_len: int  # waiting requests after admission
     inflight: int  # requests in KV transfer when the batch was formed
@@ -30,8 +30,21 @@ class RoundCapture:
     def new_tokens(self) -> int:
         return sum(e - s for _, s, e in self.pieces)
 
-    def admitted(self) -> list[dict[str, Any]]:
-        return [s for s in self.steps if s["call"] == "add_one_req" and s["decision"] != "rejected"]
+    def admitted(self) -> list[Step]:
+        return [s for s in self.steps if s.call == "add_one_req" and s.decision != "rejected"]
+
+
+def number(value: int | None) -> int:
+    """A count an admitted adder step always holds (the ledger's ``Step`` makes every
+    field optional, for the kinds of step that lack it)."""
+    assert value is not None
+    return value
+
+
+def piece(s: Step) -> tuple[str, int, int]:
+    """An admitted step's piece: (rid, start, end)."""
+    assert s.rid is not None
+    return s.rid, number(s.start), number(s.end)
 
 
 @dataclass
@@ -55,12 +68,9 @@ def capture_run(node: PrefillNode, *, max_rounds: int | None = None) -> Capture:
         out = node.step()
         if out is None:
             break
-        new = [r._asdict() for r in rows[k:]]
-        steps = [r for r in new if r["call"] != "allocate"]
+        steps = [r for r in rows[k:] if r.call != "allocate"]
         if isinstance(out, OutOfMemory):
-            planned = [
-                (r["rid"], r["start"], r["end"]) for r in steps if r["decision"] != "rejected"
-            ]
+            planned = [piece(r) for r in steps if r.decision != "rejected"]
             cap.oom = out
             cap.oom_round = _round(node, out.round, node.now, node.now, planned, steps, True, 0)
             break
@@ -83,7 +93,7 @@ def _round(
     start: float,
     end: float,
     pieces: Iterable[tuple[str, int, int]],
-    steps: list[dict[str, Any]],
+    steps: list[Step],
     skipped: bool,
     finished_now: int,
 ) -> RoundCapture:

@@ -3,23 +3,23 @@ docs/log-formats.md describes."""
 
 from __future__ import annotations
 
-from typing import Any
+from kvforensics.model.ledger import Step
 
 
-def adder_check(s: dict[str, Any], rid: str) -> str:
+def adder_check(s: Step, rid: str) -> str:
     return (
-        f"PrefillAdder.add_one_req: rid={rid}, seq_len={s['seq_len']}, "
-        f"prefix_len={s['device_prefix']}, host_hit_len={s['host_hit']}, "
-        f"rem_chunk_tokens={s['rem_chunk_tokens']}, local rem total: {s['baseline']}, "
-        f"current rem_total_tokens: {s['rem_total_tokens']}, cur_rem_tokens: {s['cur_rem_tokens']}"
+        f"PrefillAdder.add_one_req: rid={rid}, seq_len={s.seq_len}, "
+        f"prefix_len={s.device_prefix}, host_hit_len={s.host_hit}, "
+        f"rem_chunk_tokens={s.rem_chunk_tokens}, local rem total: {s.baseline}, "
+        f"current rem_total_tokens: {s.rem_total_tokens}, cur_rem_tokens: {s.cur_rem_tokens}"
     )
 
 
-def adder_result(s: dict[str, Any], rid: str) -> str:
-    extend = "" if s["decision"] == "rejected" else f", extend=[{s['start']}, {s['end']})"
+def adder_result(s: Step, rid: str) -> str:
+    extend = "" if s.decision == "rejected" else f", extend=[{s.start}, {s.end})"
     return (
-        f"PrefillAdder.add_one_req result: rid={rid}, decision={s['decision']}{extend}, "
-        f"result={s['budget_state']}"
+        f"PrefillAdder.add_one_req result: rid={rid}, decision={s.decision}{extend}, "
+        f"result={s.budget_state}"
     )
 
 

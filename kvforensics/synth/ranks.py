@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 
 from kvforensics.synth import lines as L
-from kvforensics.synth.capture import Capture, RoundCapture
+from kvforensics.synth.capture import Capture, RoundCapture, number
 from kvforensics.synth.clock import Clock
 from kvforensics.synth.oom import oom_block, tree_dump
 
@@ -25,12 +25,13 @@ def _same(rid: str) -> str:
 def _adder_lines(rc: RoundCapture, pre: str, rid: RidMap) -> Iterator[str]:
     # The fork logs add_one_req only; a resumed chunk (add_chunked_req) prints nothing.
     for s in rc.steps:
-        if s["call"] != "add_one_req":
+        if s.call != "add_one_req":
             continue
-        name = rid(s["rid"])
+        assert s.rid is not None  # every add_one_req names its request
+        name = rid(s.rid)
         yield pre + L.adder_check(s, name)
-        if s["decision"] != "rejected" and s["host_hit"]:
-            yield pre + L.load_back(name, s["host_hit"], s["load_back"])
+        if s.decision != "rejected" and s.host_hit:
+            yield pre + L.load_back(name, s.host_hit, number(s.load_back))
         yield pre + L.adder_result(s, name)
 
 
@@ -51,7 +52,7 @@ def pp0_lines(
         yield from _adder_lines(rc, pre, rid)
         victim = cap.oom.rid
         held = next((s for r, s, _e in rc.pieces if r == victim), 0)
-        prefix = next((s["device_prefix"] for s in rc.steps if s["rid"] == victim), 0)
+        prefix = next((number(s.device_prefix) for s in rc.steps if s.rid == victim), 0)
         tree = tree_dump(rid(victim), max(held - prefix, 0), prefix, cap.cfg.pool_size)
         yield from oom_block(cap.oom, pre, tree)
 
@@ -73,9 +74,7 @@ def new_seq(rc: RoundCapture, *, count_resumed: bool = True) -> int:
     ``count_resumed=False`` counts only newly admitted requests."""
     n = len(rc.admitted())
     if count_resumed:
-        n += sum(
-            1 for s in rc.steps if s["call"] == "add_chunked_req" and s["decision"] != "parked"
-        )
+        n += sum(1 for s in rc.steps if s.call == "add_chunked_req" and s.decision != "parked")
     return n
 
 
@@ -91,7 +90,7 @@ def pp3_lines(
         if not rc.pieces:
             continue
         new_tokens = rc.new_tokens
-        cached = sum(s["device_prefix"] + s["load_back"] for s in rc.admitted())
+        cached = sum(number(s.device_prefix) + number(s.load_back) for s in rc.admitted())
         used = size - (rc.available + rc.evictable)
         dur = rc.end - rc.start
         yield clock.prefix(rc.end, rank) + L.prefill_batch(

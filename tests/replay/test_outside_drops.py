@@ -62,7 +62,7 @@ def _run(cfg, reqs, outside, tmp):
 def _expected(cap, taken: dict[int, int]) -> dict[int, int]:
     """Falls as the logs can show them: each summed up to the next round that prints a
     check line (its observed baseline); a fall with no such round after it leaves no trace."""
-    observed = [rc.round for rc in cap.rounds if any(s["call"] == "add_one_req" for s in rc.steps)]
+    observed = [rc.round for rc in cap.rounds if any(s.call == "add_one_req" for s in rc.steps)]
     out: dict[int, int] = {}
     for r, n in taken.items():
         nxt = next((o for o in observed if o >= r), None)

@@ -5,7 +5,6 @@ import polars as pl
 import pytest
 
 from kvforensics.causes.gaps import through_gaps, unreserved
-from kvforensics.model.ledger import Step
 from kvforensics.scan import ScanOptions, scan, write_parquet
 from kvforensics.synth.agent import agent_capture
 from kvforensics.synth.incidents import external_allocation
@@ -30,7 +29,7 @@ def truth_gaps(cap) -> list[tuple]:
     return [
         (rc.round, v.rid, unreserved(v), a.rid, a.end - a.start, a.load_back)
         for rc in cap.rounds
-        for v, a in through_gaps(Step(**s) for s in rc.steps)
+        for v, a in through_gaps(rc.steps)
     ]
 
 

@@ -210,28 +210,28 @@ def test_the_gap_that_mattered_is_not_the_victims_first_truncation(late):
     steps = [s for rc in inc.run().rounds for s in rc.steps]
     # as it ran: the first truncation left chunk budget, too little for the intruder's
     # pages (refused as a second chunked request); the resumed piece's gap let it in
-    first = next(s for s in steps if s["rid"] == inc.victim and s["decision"] == "truncated")
-    refused = next(s for s in steps if s["rid"] == "as-c")
-    assert (refused["round"], refused["decision"]) == (first["round"], "rejected")
-    assert 0 < first["rem_chunk_after"] < inc.cfg.ceil_page(refused["seq_len"] - refused["host_hit"])
-    admitted = next(s for s in steps if s["rid"] == "as-c" and s["decision"] == "full")
+    first = next(s for s in steps if s.rid == inc.victim and s.decision == "truncated")
+    refused = next(s for s in steps if s.rid == "as-c")
+    assert (refused.round, refused.decision) == (first.round, "rejected")
+    assert 0 < first.rem_chunk_after < inc.cfg.ceil_page(refused.seq_len - refused.host_hit)
+    admitted = next(s for s in steps if s.rid == "as-c" and s.decision == "full")
     tail = rr.cause("unreserved_tail")
     assert tail.held is True
     f = tail.figures
     assert (f.round, f.intruder_rid, f.victim_rid) == (
-        admitted["round"], "as-c", inc.victim,
+        admitted.round, "as-c", inc.victim,
     )  # fmt: skip
-    gap = next(s for s in steps if s["round"] == admitted["round"] and s["rid"] == inc.victim)
-    assert gap["decision"] == "resumed"
-    assert f.victim_piece == (gap["start"], gap["end"])
-    assert f.leftover_chunk_budget == gap["rem_chunk_after"] == (
+    gap = next(s for s in steps if s.round == admitted.round and s.rid == inc.victim)
+    assert gap.decision == "resumed"
+    assert f.victim_piece == (gap.start, gap.end)
+    assert f.leftover_chunk_budget == gap.rem_chunk_after == (
         inc.cfg.chunked_prefill_size % inc.cfg.align_size
     )
-    assert (f.intruder_load_back, f.intruder_need) == (admitted["load_back"], admitted["need"])
+    assert (f.intruder_load_back, f.intruder_need) == (admitted.load_back, admitted.need)
     # both truncations are named in the evidence, the first one first
     looked = tail.evidence[1]
-    assert looked.index(f"round {first['round']} {inc.victim} [0, ") < looked.index(
-        f"round {gap['round']} {inc.victim} [{gap['start']}, "
+    assert looked.index(f"round {first.round} {inc.victim} [0, ") < looked.index(
+        f"round {gap.round} {inc.victim} [{gap.start}, "
     )
     assert rr.as_dict()["root_cause"] == f.as_dict()
 
@@ -247,7 +247,7 @@ def test_a_request_that_arrives_after_the_start_round_is_replayed_under_every_po
     shown = {}  # rid -> the first round whose adder lines show it
     for rc in cap.rounds:
         for s in rc.steps:
-            shown.setdefault(s["rid"], rc.round)
+            shown.setdefault(s.rid, rc.round)
     # the forward run starts where the victim was first truncated, before the intruder
     assert rr.start_round == shown[inc.victim] < shown["as-c"]
     start = next(r for r in rr.rebuild.rounds if r.index == rr.start_round)

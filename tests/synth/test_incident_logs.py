@@ -162,7 +162,7 @@ def test_round_by_round_on_a_trace_slice():
             assert plan == [] and admitted == []
             continue
         rids = plan[0].split("rids=[")[1].split("]")[0].split(", ")
-        resumed = [s["rid"] for s in rc.steps if s["call"] == "add_chunked_req"]
+        resumed = [s.rid for s in rc.steps if s.call == "add_chunked_req"]
         assert rids == resumed + admitted
 
 
