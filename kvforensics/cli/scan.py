@@ -91,7 +91,7 @@ def scan(
         )  # fmt: skip
     # findings are data (exit 0); a scan that could replay no node at all is bad input,
     # and a failed run writes nothing
-    failed = not fleet.totals()["scanned"]
+    failed = not fleet.summary().scanned
     written = write_outputs(fleet, output, report, paths)
     if fmt == "json":
         print_json(fleet.as_dict())

@@ -29,7 +29,7 @@ def write_outputs(
     """The files written, none when no node was scanned."""
     from kvforensics.scan import write_parquet
 
-    if not fleet.totals()["scanned"]:
+    if not fleet.summary().scanned:
         return []
     written = write_parquet(fleet, output, paths) if output else []
     if report:
