@@ -77,9 +77,18 @@ def test_prefix_forward_run_must_match_round_rid_tokens_and_available():
 @pytest.mark.parametrize(("between", "cause_row"), [((3, 4), "right"), ((10, 11), "wrong")])
 def test_an_outside_drop_counts_against_the_cause_only_in_the_victims_life(between, cause_row):
     rep = copy.deepcopy(REPLAY)
-    rep["causes"].append({"id": "external_allocation", "held": True})
     rep["unexplained_drops"] = [{"after_round": between[0], "before_round": between[1]}]
     assert _judge(rep=rep)["rows"]["cause"] == cause_row
+
+
+@pytest.mark.parametrize(("taken", "cause_row"), [([], "wrong"), ([[30.0, 640]], "right")])
+def test_memory_taken_outside_is_claimed_only_where_the_world_took_some(taken, cause_row):
+    """An external_allocation held beside the world's cause is a finding where the world
+    took memory outside the adder in the victim's life, and a phantom where it took none."""
+    rep = copy.deepcopy(REPLAY)
+    rep["causes"].append({"id": "external_allocation", "held": True})
+    truth = {**TRUTH, "outside_in_victim_life": taken}
+    assert _judge(truth, rep)["rows"]["cause"] == cause_row
 
 
 @pytest.mark.parametrize(("last", "claimed", "row"), [
