@@ -305,9 +305,7 @@ class PagePool:
         # SGLang evicts what it can before giving up, so the message shows it as free.
         self._evict(self._evict_total)
         # NOTE: an allocator of whole pages cannot report a part of one as available
-        assert not self.paged or self.free % self.page_size == 0, (
-            f"{self.free} free, not whole pages"
-        )
+        assert not self.paged or self.free % self.page_size == 0, f"{self.free} free, not whole pages"
         self._op("oom", tokens=tokens)
         evictable = self._evict_total + self._stuck
         swa = (max(0, self.free - self.swa_short), evictable) if self.swa else None
@@ -362,7 +360,5 @@ class PagePool:
         total = self.free + self._evict_total + self._stuck + locked + sum(self.held.values())
         assert self._evict_total == sum(self._evictable.values()), "evictable total drifted"
         assert total <= self.size, f"pool over-committed: {total} > {self.size}"
-        assert not self.paged or self.free % self.page_size == 0, (
-            f"{self.free} free, not whole pages"
-        )
+        assert not self.paged or self.free % self.page_size == 0, f"{self.free} free, not whole pages"
         assert self.free >= 0 and self._evict_total >= 0

@@ -84,12 +84,10 @@ def compare(rnd: Round, steps: list[Step]) -> list[Mismatch]:
     if len(rows) != len(rnd.decisions):
         out.append(Mismatch(rnd.index, None, "steps", len(rnd.decisions), len(rows)))
     for d, row in zip(rnd.decisions, rows, strict=False):
-        wants, gots = _LOGGED(d), _MODEL(row)
-        if wants == gots:
+        if _LOGGED(d) == _MODEL(row):
             continue  # every field agrees (the rules below only excuse differences)
-        # the values already read, in FIELDS' order (a refusal's logged piece, say, comes
-        # here for every rejected request: no second read by name)
-        for logged, want, got in zip(FIELDS, wants, gots, strict=True):
+        for logged, col in FIELDS.items():
+            want, got = getattr(d, logged), getattr(row, col)
             if logged in ("start", "end") and d.decision == "rejected":
                 continue
             if want is None and logged in _MAY_LACK:

@@ -43,12 +43,8 @@ class Traffic:
         t = (r.time - self.t0).total_seconds()
         prev = self.prev
         if (
-            prev is not None
-            and prev.baseline_end is not None
-            and r.decisions
-            and r.baseline
-            and r.baseline.value is not None
-            and prev.baseline_end.value is not None
+            prev is not None and prev.baseline_end is not None and r.decisions and r.baseline
+            and r.baseline.value is not None and prev.baseline_end.value is not None
             and prev.time is not None
         ):
             rise = r.baseline.value - prev.baseline_end.value

@@ -63,8 +63,7 @@ class Spool:
         self.codes, self.chunk = codes, chunk or CHUNK
         # NOTE: the step divides the chunk, so the columns reach it exactly
         self._step = math.gcd(self.chunk, STEP)
-        # a tuple append is cheaper than an array's per column
-        self._pending: list[tuple[float, ...]] = []
+        self._pending: list[tuple[float, ...]] = []  # a tuple append is cheaper than an array's per column
         self._cols = self._empty()
         self._file: IO[bytes] | None = None
         self._written = 0  # rows in the file, in blocks of ``chunk``
