@@ -295,19 +295,34 @@ class PrefillNode:
     ) -> PrefillNode:
         """The one way to start the model mid-flight (``outside``: round -> tokens taken
         from the pool outside the adder; ``ops``: keep the pool's op log, which ``exec``
-        replays). Raises ValueError when the state does not fit the pool.
-
-        ``start_node`` is this for ``PrefillNode`` itself, as a plain function."""
-        if cls is PrefillNode:
-            return start_node(cfg, policy, state, arrivals=arrivals, timing=timing,
-                              profile=profile, record=record, prefix_cache=prefix_cache,
-                              outside=outside, ops=ops, hold_until=hold_until)  # fmt: skip
-        # a subclass, through its own __init__
-        return cls(cfg, policy, _pool_at(cfg, state, ops), waiting=state.waiting,
-                   chunked=state.chunked, inflight=state.inflight, arrivals=arrivals,
-                   timing=timing, profile=profile, first_round=state.first_round,
-                   start_time=state.start_time, record=record, prefix_cache=prefix_cache,
-                   outside=outside, hold_until=hold_until)  # fmt: skip
+        replays). Raises ValueError when the state does not fit the pool."""
+        pool = PagePool(
+            page_size=cfg.page_size,
+            size=cfg.pool_size,
+            free=state.free,
+            evictable=state.evictable,
+            cache_kind=cfg.cache_kind,
+            record=ops,
+            unevictable=state.unevictable,
+            swa_size=cfg.swa_pool_size,
+        )
+        if state.locked:
+            pool.lock(state.locked)
+        for owner, tokens in state.held:
+            pool.hold(owner, tokens)
+        if cls is not PrefillNode:  # a subclass, through its own __init__
+            return cls(cfg, policy, pool, waiting=state.waiting, chunked=state.chunked,
+                       inflight=state.inflight, arrivals=arrivals, timing=timing,
+                       profile=profile, first_round=state.first_round,
+                       start_time=state.start_time, record=record, prefix_cache=prefix_cache,
+                       outside=outside, hold_until=hold_until)  # fmt: skip
+        # named, not ``cls``: compiled, a direct call (``cls(...)`` parses its keywords at
+        # run time, once for every round a replay re-runs)
+        return PrefillNode(cfg, policy, pool, waiting=state.waiting, chunked=state.chunked,
+                           inflight=state.inflight, arrivals=arrivals, timing=timing,
+                           profile=profile, first_round=state.first_round,
+                           start_time=state.start_time, record=record, prefix_cache=prefix_cache,
+                           outside=outside, hold_until=hold_until)  # fmt: skip
 
     def _push_inflight(self, item: Inflight) -> None:
         self._seq += 1
@@ -630,46 +645,3 @@ class PrefillNode:
             pool=self.pool,
             waiting_left=[r.rid for r in self.waiting],
         )
-
-
-def start_node(
-    cfg: Config,
-    policy: Policy,
-    state: NodeState,
-    *,
-    arrivals: Sequence[Request] = (),
-    timing: Timing = Timing(),
-    profile: Profile = FORK,
-    record: bool = True,
-    prefix_cache: PrefixSource | None = None,
-    outside: dict[int, int] | None = None,
-    ops: bool = True,
-    hold_until: float = -math.inf,
-) -> PrefillNode:
-    """``PrefillNode.from_state``, as a function: compiled, a direct call with its keywords
-    matched at build time (a class method's call parses them at run time), for the callers
-    that start a node for every round they re-run."""
-    return PrefillNode(cfg, policy, _pool_at(cfg, state, ops), waiting=state.waiting,
-                       chunked=state.chunked, inflight=state.inflight, arrivals=arrivals,
-                       timing=timing, profile=profile, first_round=state.first_round,
-                       start_time=state.start_time, record=record, prefix_cache=prefix_cache,
-                       outside=outside, hold_until=hold_until)  # fmt: skip
-
-
-def _pool_at(cfg: Config, state: NodeState, ops: bool) -> PagePool:
-    """The pool of a node started in ``state`` (``ops``: keep its op log)."""
-    pool = PagePool(
-        page_size=cfg.page_size,
-        size=cfg.pool_size,
-        free=state.free,
-        evictable=state.evictable,
-        cache_kind=cfg.cache_kind,
-        record=ops,
-        unevictable=state.unevictable,
-        swa_size=cfg.swa_pool_size,
-    )
-    if state.locked:
-        pool.lock(state.locked)
-    for owner, tokens in state.held:
-        pool.hold(owner, tokens)
-    return pool

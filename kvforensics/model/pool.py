@@ -134,8 +134,7 @@ class PagePool:
         unevictable: int = 0,
         swa_size: int | None = None,
     ):
-        # (C-level checks and one pass over the entries: short runs build a pool a round;
-        # a replay's re-runs mostly start with no cache entry, which skips the passes)
+        # (C-level checks and one pass over the entries: short runs build a pool a round)
         entries: OrderedDict[str, int] = OrderedDict(evictable or ())
         # Real pools hold whole pages; hand-written examples (the postmortem's "12000
         # free") need not, and the arithmetic does not depend on it.
@@ -145,19 +144,17 @@ class PagePool:
             raise ValueError("unevictable must be >= 0")
         if swa_size is not None and not 0 < swa_size <= size:
             raise ValueError(f"swa_size {swa_size} must be in (0, {size}]")
-        total = sum(entries.values()) if entries else 0
+        total = sum(entries.values())
         if free + total + unevictable > size:
             raise ValueError(
                 f"free {free} + evictable {total + unevictable} exceed the pool ({size})"
             )
-        if entries and 0 in entries.values():  # an empty entry is no cache
+        if 0 in entries.values():  # an empty entry is no cache
             entries = OrderedDict((k, n) for k, n in entries.items() if n)
         self.page_size = page_size
         #: a real pool's counts are whole pages (a hand-written example's need not be);
         #: once whole, every operation keeps them so (``check``)
-        self.paged = free % page_size == 0 and (
-            not entries or all(n % page_size == 0 for n in entries.values())
-        )
+        self.paged = free % page_size == 0 and all(n % page_size == 0 for n in entries.values())
         self.size = size
         self.free = free
         self._evictable = entries

@@ -15,9 +15,7 @@ from kvforensics.model import (
     Timing,
     get_policy,
 )
-from kvforensics.model.node import start_node
 from kvforensics.model.profiles import FORK, Profile
-from kvforensics.model.sizing import ceil_page
 from kvforensics.replay.arrivals import Shown
 from kvforensics.rounds import Round
 from kvforensics.rounds.records import Piece
@@ -84,7 +82,7 @@ def chunk_slots(cfg: Config, rnd: Round) -> int:
 
 def _held(cfg: Config, p: Piece) -> int:
     """The slots resumed piece ``p``'s request holds when its round starts."""
-    return ceil_page(p.start, cfg.page_size)  # ``cfg.ceil_page``, called compiled
+    return cfg.ceil_page(p.start)
 
 
 def shared_slots(cfg: Config, rnd: Round) -> int:
@@ -148,22 +146,19 @@ def node_at(
         held.append((p.rid, _held(cfg, p)))
     if inflight:
         held += [(rid, tokens) for rid, tokens, _done_at in inflight]
-    # by position, in NodeState's field order: a named tuple's keywords are matched at
-    # run time, once for every round a replay re-runs
     state = NodeState(
-        max(0, base - sum(drops.values()) - unevictable),  # free
-        evictable,
-        locked,
-        tuple(held),
-        tuple(waiting),
-        chunked,
-        tuple(Inflight(rid, done_at) for rid, _, done_at in inflight) if inflight else (),
-        rnd.index,  # first_round
-        start_time,
-        min(unevictable, base),  # unevictable
+        free=max(0, base - sum(drops.values()) - unevictable),
+        unevictable=min(unevictable, base),
+        evictable=evictable,
+        locked=locked,
+        held=tuple(held),
+        waiting=tuple(waiting),
+        chunked=chunked,
+        inflight=tuple(Inflight(rid, done_at) for rid, _, done_at in inflight),
+        first_round=rnd.index,
+        start_time=start_time,
     )
-    # ``PrefillNode.from_state`` as a plain function: a direct call, compiled
-    return start_node(
+    return PrefillNode.from_state(
         cfg, get_policy(policy), state, arrivals=arrivals, timing=timing or _UNTIMED,
         outside=outside, profile=profile, ops=ops, record=record, hold_until=hold_until,
     )  # fmt: skip

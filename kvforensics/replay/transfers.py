@@ -17,7 +17,6 @@ from itertools import accumulate, chain, islice
 from typing import Protocol
 
 from kvforensics.model import Config
-from kvforensics.model.sizing import ceil_page
 from kvforensics.rounds import Rebuild, Round
 from kvforensics.rounds.compact import Spool
 from kvforensics.rounds.stream import finished
@@ -51,12 +50,10 @@ class Traffic:
             # A long silence in the log is not a measurement of the node.
             if rise > 0 and (r.time - prev.time).total_seconds() <= 60:
                 self.frees.push(r.index, t, rise)
-        page = self.cfg.page_size
         for rid in finished(r, seq_lens) if done is None else done:
             d = next((d for d in r.decisions if d.rid == rid), None)
             dev = d.prefix_len if d else 0
-            # ``cfg.ceil_page``, called compiled
-            self.finishes.push(r.index, t, ceil_page(seq_lens[rid], page) - dev)
+            self.finishes.push(r.index, t, self.cfg.ceil_page(seq_lens[rid]) - dev)
         self.prev = r
 
     def before(self, index: int) -> tuple[Pairs, Pairs]:

@@ -12,7 +12,6 @@ from datetime import datetime
 
 from kvforensics.logs.tree import tree_paths
 from kvforensics.model import Config
-from kvforensics.model.sizing import ceil_page
 from kvforensics.rounds.records import Decision, LoggedOom, Round
 from kvforensics.rounds.rows import FIELDS, KINDS, Check, Oom, Row, Write, rows_of
 
@@ -89,7 +88,7 @@ class Segmenter:
         ):
             return True
         if last.decision in ("full", "truncated") and last.start is not None and last.end is not None:
-            spent = ceil_page(last.end - last.start, cfg.page_size)  # compiled, not cfg's
+            spent = cfg.ceil_page(last.end - last.start)
             if ev.rem_chunk_tokens != last.rem_chunk_tokens - spent:
                 return True  # the budget did not carry over: a new adder
         # Within a round the baseline moves only by the previous admission's load-back and
