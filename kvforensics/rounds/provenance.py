@@ -39,11 +39,7 @@ class Prov:
         self.interval = interval
 
     def as_dict(self) -> dict[str, Any]:
-        d: dict[str, Any] = {
-            "value": self.value,
-            "provenance": self.provenance,
-            "evidence": self.evidence,
-        }
+        d: dict[str, Any] = {"value": self.value, "provenance": self.provenance, "evidence": self.evidence}
         if self.interval is not None:
             d["interval"] = list(self.interval)
         return d
