@@ -67,11 +67,8 @@ class PrefixSource(Protocol):
         """``req``'s KV has left for the decode node and is cache from now on."""
 
 
-# init=False and a hand-written __init__ (here and in RoundRecord): mypyc compiles it,
-# while the one dataclass() writes stays interpreted, a call per finished request or round
-# of a forward run; dataclass() still gives the fields, __eq__ and __repr__
 @mypyc_attr(allow_interpreted_subclasses=True)  # copy and pickle make one without __init__
-@dataclass(slots=True, init=False)
+@dataclass(slots=True)
 class Inflight:
     """KV that is being sent to a decode node: held until ``done_at``, then cache."""
 
@@ -79,16 +76,6 @@ class Inflight:
     done_at: float
     prefix_keys: tuple[str, ...] = ()
     cache_keys: tuple[tuple[str, int], ...] = ()
-
-    def __init__(
-        self,
-        rid: str,
-        done_at: float,
-        prefix_keys: tuple[str, ...] = (),
-        cache_keys: tuple[tuple[str, int], ...] = (),
-    ) -> None:
-        self.rid, self.done_at = rid, done_at
-        self.prefix_keys, self.cache_keys = prefix_keys, cache_keys
 
 
 class NodeState(NamedTuple):
@@ -130,7 +117,7 @@ class Batch(NamedTuple):
 
 
 @mypyc_attr(allow_interpreted_subclasses=True)  # copy and pickle make one without __init__
-@dataclass(slots=True, init=False)
+@dataclass(slots=True)
 class RoundRecord:
     round: int
     time: float
@@ -143,23 +130,6 @@ class RoundRecord:
     used_end: int
     #: promised to later rounds but not yet allocated: the tails of unfinished chunks
     unallocated_tail: int
-
-    def __init__(
-        self,
-        round: int,
-        time: float,
-        pieces: list[tuple[str, int, int]],
-        decisions: list[tuple[str, str, str, str]],
-        skipped_waiting: bool,
-        baseline_start: int,
-        baseline_end: int,
-        used_end: int,
-        unallocated_tail: int,
-    ) -> None:
-        self.round, self.time, self.pieces, self.decisions = round, time, pieces, decisions
-        self.skipped_waiting = skipped_waiting
-        self.baseline_start, self.baseline_end = baseline_start, baseline_end
-        self.used_end, self.unallocated_tail = used_end, unallocated_tail
 
 
 @mypyc_attr(allow_interpreted_subclasses=True)  # copy and pickle make one without __init__
@@ -310,19 +280,23 @@ class PrefillNode:
             pool.lock(state.locked)
         for owner, tokens in state.held:
             pool.hold(owner, tokens)
-        if cls is not PrefillNode:  # a subclass, through its own __init__
-            return cls(cfg, policy, pool, waiting=state.waiting, chunked=state.chunked,
-                       inflight=state.inflight, arrivals=arrivals, timing=timing,
-                       profile=profile, first_round=state.first_round,
-                       start_time=state.start_time, record=record, prefix_cache=prefix_cache,
-                       outside=outside, hold_until=hold_until)  # fmt: skip
-        # named, not ``cls``: compiled, a direct call (``cls(...)`` parses its keywords at
-        # run time, once for every round a replay re-runs)
-        return PrefillNode(cfg, policy, pool, waiting=state.waiting, chunked=state.chunked,
-                           inflight=state.inflight, arrivals=arrivals, timing=timing,
-                           profile=profile, first_round=state.first_round,
-                           start_time=state.start_time, record=record, prefix_cache=prefix_cache,
-                           outside=outside, hold_until=hold_until)  # fmt: skip
+        return cls(
+            cfg,
+            policy,
+            pool,
+            waiting=state.waiting,
+            chunked=state.chunked,
+            inflight=state.inflight,
+            arrivals=arrivals,
+            timing=timing,
+            profile=profile,
+            first_round=state.first_round,
+            start_time=state.start_time,
+            record=record,
+            prefix_cache=prefix_cache,
+            outside=outside,
+            hold_until=hold_until,
+        )
 
     def _push_inflight(self, item: Inflight) -> None:
         self._seq += 1

@@ -114,10 +114,10 @@ class FidelityCheck:
             return
         self.checked += 1
         if steps is None:
-            # the adder's own steps are all ``compare`` reads: no ledger to keep
-            node = node_at(self.known, rnd, self.policy, profile=self.profile, ops=False,
-                           record=False)  # fmt: skip
-            steps = node.batch().adder.steps
+            node = node_at(self.known, rnd, self.policy, profile=self.profile, ops=False)
+            node.batch()
+            assert node.ledger is not None  # a node records its ledger unless told not to
+            steps = node.ledger.rows
         self.mismatches.extend(compare(rnd, steps))
 
     def result(self) -> Fidelity:

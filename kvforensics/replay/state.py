@@ -77,12 +77,7 @@ def chunk_slots(cfg: Config, rnd: Round) -> int:
     """The slots the request ``rnd`` resumes holds when the round starts (its computed
     part, whole pages): outside the round's baseline, like the KV in transfer."""
     p = resumed(rnd)
-    return _held(cfg, p) if p is not None else 0
-
-
-def _held(cfg: Config, p: Piece) -> int:
-    """The slots resumed piece ``p``'s request holds when its round starts."""
-    return cfg.ceil_page(p.start)
+    return cfg.ceil_page(p.start) if p is not None else 0
 
 
 def shared_slots(cfg: Config, rnd: Round) -> int:
@@ -143,7 +138,7 @@ def node_at(
         chunked = Request(p.rid, rb.seq_lens.get(p.rid, p.end), 0, 0)
         chunked.done = p.start
         chunked.admitted_round = rnd.index - 1
-        held.append((p.rid, _held(cfg, p)))
+        held.append((p.rid, chunk_slots(cfg, rnd)))
     if inflight:
         held += [(rid, tokens) for rid, tokens, _done_at in inflight]
     state = NodeState(

@@ -33,8 +33,7 @@ class Traffic:
         self.prev: Round | None = None  # the last timed round
         self.frees, self.finishes = Spool("qdq"), Spool("qdq")
 
-    def add(self, r: Round, seq_lens: dict[str, int], done: list[str] | None = None) -> None:
-        """``done``: ``finished(r, seq_lens)`` where the caller has it already."""
+    def add(self, r: Round, seq_lens: dict[str, int]) -> None:
         if r.time is None:
             return
         if self.t0 is None:
@@ -50,7 +49,7 @@ class Traffic:
             # A long silence in the log is not a measurement of the node.
             if rise > 0 and (r.time - prev.time).total_seconds() <= 60:
                 self.frees.push(r.index, t, rise)
-        for rid in finished(r, seq_lens) if done is None else done:
+        for rid in finished(r, seq_lens):
             d = next((d for d in r.decisions if d.rid == rid), None)
             dev = d.prefix_len if d else 0
             self.finishes.push(r.index, t, self.cfg.ceil_page(seq_lens[rid]) - dev)

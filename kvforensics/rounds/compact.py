@@ -21,22 +21,8 @@ _US = timedelta(microseconds=1)
 NONE = -(2**63)
 
 
-#: the last time packed and its number: the rounds of a second share one time, and a
-#: round's time is packed by several stages in turn (one tuple, replaced whole, so that a
-#: thread never reads one time with another's number)
-_last: tuple[datetime | None, int] = (None, NONE)
-
-
 def pack_time(t: datetime | None) -> int:
-    global _last
-    if t is None:
-        return NONE
-    last = _last
-    if t == last[0]:
-        return last[1]
-    v = (t - _EPOCH) // _US
-    _last = (t, v)
-    return v
+    return NONE if t is None else (t - _EPOCH) // _US
 
 
 def unpack_time(v: int) -> datetime | None:

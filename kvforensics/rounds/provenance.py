@@ -8,10 +8,7 @@ from typing import Any
 OBSERVED, DERIVED, INFERRED, GIVEN = "observed", "derived", "inferred", "given"
 
 
-# init=False and a hand-written __init__: mypyc compiles it, while the one dataclass()
-# writes stays interpreted (a call per number the rebuild records); dataclass() still
-# gives the fields, __eq__ and __repr__, and replace() calls this __init__
-@dataclass(slots=True, init=False)
+@dataclass(slots=True)
 class Prov:
     """A number with its provenance.
 
@@ -25,18 +22,6 @@ class Prov:
     provenance: str
     evidence: list[str] = field(default_factory=list)
     interval: tuple[int, int] | None = None
-
-    def __init__(
-        self,
-        value: int | None,
-        provenance: str,
-        evidence: list[str] | None = None,
-        interval: tuple[int, int] | None = None,
-    ) -> None:
-        self.value = value
-        self.provenance = provenance
-        self.evidence = [] if evidence is None else evidence
-        self.interval = interval
 
     def as_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {"value": self.value, "provenance": self.provenance, "evidence": self.evidence}
