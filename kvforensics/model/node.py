@@ -67,8 +67,11 @@ class PrefixSource(Protocol):
         """``req``'s KV has left for the decode node and is cache from now on."""
 
 
+# init=False and a hand-written __init__ (here and in RoundRecord): mypyc compiles it,
+# while the one dataclass() writes stays interpreted, a call per finished request or round
+# of a forward run; dataclass() still gives the fields, __eq__ and __repr__
 @mypyc_attr(allow_interpreted_subclasses=True)  # copy and pickle make one without __init__
-@dataclass(slots=True)
+@dataclass(slots=True, init=False)
 class Inflight:
     """KV that is being sent to a decode node: held until ``done_at``, then cache."""
 
@@ -76,6 +79,16 @@ class Inflight:
     done_at: float
     prefix_keys: tuple[str, ...] = ()
     cache_keys: tuple[tuple[str, int], ...] = ()
+
+    def __init__(
+        self,
+        rid: str,
+        done_at: float,
+        prefix_keys: tuple[str, ...] = (),
+        cache_keys: tuple[tuple[str, int], ...] = (),
+    ) -> None:
+        self.rid, self.done_at = rid, done_at
+        self.prefix_keys, self.cache_keys = prefix_keys, cache_keys
 
 
 class NodeState(NamedTuple):
@@ -117,7 +130,7 @@ class Batch(NamedTuple):
 
 
 @mypyc_attr(allow_interpreted_subclasses=True)  # copy and pickle make one without __init__
-@dataclass(slots=True)
+@dataclass(slots=True, init=False)
 class RoundRecord:
     round: int
     time: float
@@ -130,6 +143,23 @@ class RoundRecord:
     used_end: int
     #: promised to later rounds but not yet allocated: the tails of unfinished chunks
     unallocated_tail: int
+
+    def __init__(
+        self,
+        round: int,
+        time: float,
+        pieces: list[tuple[str, int, int]],
+        decisions: list[tuple[str, str, str, str]],
+        skipped_waiting: bool,
+        baseline_start: int,
+        baseline_end: int,
+        used_end: int,
+        unallocated_tail: int,
+    ) -> None:
+        self.round, self.time, self.pieces, self.decisions = round, time, pieces, decisions
+        self.skipped_waiting = skipped_waiting
+        self.baseline_start, self.baseline_end = baseline_start, baseline_end
+        self.used_end, self.unallocated_tail = used_end, unallocated_tail
 
 
 @mypyc_attr(allow_interpreted_subclasses=True)  # copy and pickle make one without __init__
@@ -265,38 +295,19 @@ class PrefillNode:
     ) -> PrefillNode:
         """The one way to start the model mid-flight (``outside``: round -> tokens taken
         from the pool outside the adder; ``ops``: keep the pool's op log, which ``exec``
-        replays). Raises ValueError when the state does not fit the pool."""
-        pool = PagePool(
-            page_size=cfg.page_size,
-            size=cfg.pool_size,
-            free=state.free,
-            evictable=state.evictable,
-            cache_kind=cfg.cache_kind,
-            record=ops,
-            unevictable=state.unevictable,
-            swa_size=cfg.swa_pool_size,
-        )
-        if state.locked:
-            pool.lock(state.locked)
-        for owner, tokens in state.held:
-            pool.hold(owner, tokens)
-        return cls(
-            cfg,
-            policy,
-            pool,
-            waiting=state.waiting,
-            chunked=state.chunked,
-            inflight=state.inflight,
-            arrivals=arrivals,
-            timing=timing,
-            profile=profile,
-            first_round=state.first_round,
-            start_time=state.start_time,
-            record=record,
-            prefix_cache=prefix_cache,
-            outside=outside,
-            hold_until=hold_until,
-        )
+        replays). Raises ValueError when the state does not fit the pool.
+
+        ``start_node`` is this for ``PrefillNode`` itself, as a plain function."""
+        if cls is PrefillNode:
+            return start_node(cfg, policy, state, arrivals=arrivals, timing=timing,
+                              profile=profile, record=record, prefix_cache=prefix_cache,
+                              outside=outside, ops=ops, hold_until=hold_until)  # fmt: skip
+        # a subclass, through its own __init__
+        return cls(cfg, policy, _pool_at(cfg, state, ops), waiting=state.waiting,
+                   chunked=state.chunked, inflight=state.inflight, arrivals=arrivals,
+                   timing=timing, profile=profile, first_round=state.first_round,
+                   start_time=state.start_time, record=record, prefix_cache=prefix_cache,
+                   outside=outside, hold_until=hold_until)  # fmt: skip
 
     def _push_inflight(self, item: Inflight) -> None:
         self._seq += 1
@@ -619,3 +630,46 @@ class PrefillNode:
             pool=self.pool,
             waiting_left=[r.rid for r in self.waiting],
         )
+
+
+def start_node(
+    cfg: Config,
+    policy: Policy,
+    state: NodeState,
+    *,
+    arrivals: Sequence[Request] = (),
+    timing: Timing = Timing(),
+    profile: Profile = FORK,
+    record: bool = True,
+    prefix_cache: PrefixSource | None = None,
+    outside: dict[int, int] | None = None,
+    ops: bool = True,
+    hold_until: float = -math.inf,
+) -> PrefillNode:
+    """``PrefillNode.from_state``, as a function: compiled, a direct call with its keywords
+    matched at build time (a class method's call parses them at run time), for the callers
+    that start a node for every round they re-run."""
+    return PrefillNode(cfg, policy, _pool_at(cfg, state, ops), waiting=state.waiting,
+                       chunked=state.chunked, inflight=state.inflight, arrivals=arrivals,
+                       timing=timing, profile=profile, first_round=state.first_round,
+                       start_time=state.start_time, record=record, prefix_cache=prefix_cache,
+                       outside=outside, hold_until=hold_until)  # fmt: skip
+
+
+def _pool_at(cfg: Config, state: NodeState, ops: bool) -> PagePool:
+    """The pool of a node started in ``state`` (``ops``: keep its op log)."""
+    pool = PagePool(
+        page_size=cfg.page_size,
+        size=cfg.pool_size,
+        free=state.free,
+        evictable=state.evictable,
+        cache_kind=cfg.cache_kind,
+        record=ops,
+        unevictable=state.unevictable,
+        swa_size=cfg.swa_pool_size,
+    )
+    if state.locked:
+        pool.lock(state.locked)
+    for owner, tokens in state.held:
+        pool.hold(owner, tokens)
+    return pool

@@ -134,7 +134,8 @@ class PagePool:
         unevictable: int = 0,
         swa_size: int | None = None,
     ):
-        # (C-level checks and one pass over the entries: short runs build a pool a round)
+        # (C-level checks and one pass over the entries: short runs build a pool a round;
+        # a replay's re-runs mostly start with no cache entry, which skips the passes)
         entries: OrderedDict[str, int] = OrderedDict(evictable or ())
         # Real pools hold whole pages; hand-written examples (the postmortem's "12000
         # free") need not, and the arithmetic does not depend on it.
@@ -144,17 +145,19 @@ class PagePool:
             raise ValueError("unevictable must be >= 0")
         if swa_size is not None and not 0 < swa_size <= size:
             raise ValueError(f"swa_size {swa_size} must be in (0, {size}]")
-        total = sum(entries.values())
+        total = sum(entries.values()) if entries else 0
         if free + total + unevictable > size:
             raise ValueError(
                 f"free {free} + evictable {total + unevictable} exceed the pool ({size})"
             )
-        if 0 in entries.values():  # an empty entry is no cache
+        if entries and 0 in entries.values():  # an empty entry is no cache
             entries = OrderedDict((k, n) for k, n in entries.items() if n)
         self.page_size = page_size
         #: a real pool's counts are whole pages (a hand-written example's need not be);
         #: once whole, every operation keeps them so (``check``)
-        self.paged = free % page_size == 0 and all(n % page_size == 0 for n in entries.values())
+        self.paged = free % page_size == 0 and (
+            not entries or all(n % page_size == 0 for n in entries.values())
+        )
         self.size = size
         self.free = free
         self._evictable = entries
@@ -302,7 +305,9 @@ class PagePool:
         # SGLang evicts what it can before giving up, so the message shows it as free.
         self._evict(self._evict_total)
         # NOTE: an allocator of whole pages cannot report a part of one as available
-        assert not self.paged or self.free % self.page_size == 0, f"{self.free} free, not whole pages"
+        assert not self.paged or self.free % self.page_size == 0, (
+            f"{self.free} free, not whole pages"
+        )
         self._op("oom", tokens=tokens)
         evictable = self._evict_total + self._stuck
         swa = (max(0, self.free - self.swa_short), evictable) if self.swa else None
@@ -357,5 +362,7 @@ class PagePool:
         total = self.free + self._evict_total + self._stuck + locked + sum(self.held.values())
         assert self._evict_total == sum(self._evictable.values()), "evictable total drifted"
         assert total <= self.size, f"pool over-committed: {total} > {self.size}"
-        assert not self.paged or self.free % self.page_size == 0, f"{self.free} free, not whole pages"
+        assert not self.paged or self.free % self.page_size == 0, (
+            f"{self.free} free, not whole pages"
+        )
         assert self.free >= 0 and self._evict_total >= 0

@@ -12,6 +12,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from mypy_extensions import mypyc_attr
+
 from kvforensics.model import Config
 from kvforensics.model.profiles import FORK, Profile
 from kvforensics.replay.arrivals import Arrivals
@@ -27,13 +29,21 @@ from kvforensics.rounds.stream import finished
 WINDOW = 5_000
 
 
-@dataclass
+# init=False and the __init__ below: mypyc compiles a hand-written __init__, while the one
+# dataclass() writes stays interpreted (one is made for every logged round)
+@mypyc_attr(allow_interpreted_subclasses=True)  # copy and pickle make one without __init__
+@dataclass(init=False)
 class Timed:
     """How many rounds carry a time, the first and the last time, and the last such round."""
 
     count: int = 0
     first: datetime | None = None
     last: Round | None = None
+
+    def __init__(
+        self, count: int = 0, first: datetime | None = None, last: Round | None = None
+    ) -> None:
+        self.count, self.first, self.last = count, first, last
 
     def add(self, rnd: Round) -> None:
         if rnd.time is None:
@@ -99,7 +109,8 @@ class RoundPass:
         lens = self._lens_of(rnd)
         self.checks.add(rnd, lens)
         self.continuity.add(rnd)
-        self.traffic.add(rnd, self.seq_lens)
+        done = finished(rnd, self.seq_lens)  # read here and by the traffic: found once
+        self.traffic.add(rnd, self.seq_lens, done)
         self.keys.add(rnd)
         self.timed.add(rnd)
         for _, since in self._truncated.values():
@@ -119,7 +130,7 @@ class RoundPass:
         if rnd.oom is not None:
             self._ooms.append(rnd)
             self._pins[rnd.index] = self._pins.get(rnd.index, 0) + 1
-        for rid in finished(rnd, self.seq_lens):
+        for rid in done:
             self._forget(rid)
             self.arrivals.close(rid)
             del self.seq_lens[rid]

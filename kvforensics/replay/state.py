@@ -15,7 +15,9 @@ from kvforensics.model import (
     Timing,
     get_policy,
 )
+from kvforensics.model.node import start_node
 from kvforensics.model.profiles import FORK, Profile
+from kvforensics.model.sizing import ceil_page
 from kvforensics.replay.arrivals import Shown
 from kvforensics.rounds import Round
 from kvforensics.rounds.records import Piece
@@ -77,7 +79,12 @@ def chunk_slots(cfg: Config, rnd: Round) -> int:
     """The slots the request ``rnd`` resumes holds when the round starts (its computed
     part, whole pages): outside the round's baseline, like the KV in transfer."""
     p = resumed(rnd)
-    return cfg.ceil_page(p.start) if p is not None else 0
+    return _held(cfg, p) if p is not None else 0
+
+
+def _held(cfg: Config, p: Piece) -> int:
+    """The slots resumed piece ``p``'s request holds when its round starts."""
+    return ceil_page(p.start, cfg.page_size)  # ``cfg.ceil_page``, called compiled
 
 
 def shared_slots(cfg: Config, rnd: Round) -> int:
@@ -138,22 +145,25 @@ def node_at(
         chunked = Request(p.rid, rb.seq_lens.get(p.rid, p.end), 0, 0)
         chunked.done = p.start
         chunked.admitted_round = rnd.index - 1
-        held.append((p.rid, chunk_slots(cfg, rnd)))
+        held.append((p.rid, _held(cfg, p)))
     if inflight:
         held += [(rid, tokens) for rid, tokens, _done_at in inflight]
+    # by position, in NodeState's field order: a named tuple's keywords are matched at
+    # run time, once for every round a replay re-runs
     state = NodeState(
-        free=max(0, base - sum(drops.values()) - unevictable),
-        unevictable=min(unevictable, base),
-        evictable=evictable,
-        locked=locked,
-        held=tuple(held),
-        waiting=tuple(waiting),
-        chunked=chunked,
-        inflight=tuple(Inflight(rid, done_at) for rid, _, done_at in inflight),
-        first_round=rnd.index,
-        start_time=start_time,
+        max(0, base - sum(drops.values()) - unevictable),  # free
+        evictable,
+        locked,
+        tuple(held),
+        tuple(waiting),
+        chunked,
+        tuple(Inflight(rid, done_at) for rid, _, done_at in inflight) if inflight else (),
+        rnd.index,  # first_round
+        start_time,
+        min(unevictable, base),  # unevictable
     )
-    return PrefillNode.from_state(
+    # ``PrefillNode.from_state`` as a plain function: a direct call, compiled
+    return start_node(
         cfg, get_policy(policy), state, arrivals=arrivals, timing=timing or _UNTIMED,
         outside=outside, profile=profile, ops=ops, record=record, hold_until=hold_until,
     )  # fmt: skip

@@ -17,6 +17,7 @@ from itertools import accumulate, chain, islice
 from typing import Protocol
 
 from kvforensics.model import Config
+from kvforensics.model.sizing import ceil_page
 from kvforensics.rounds import Rebuild, Round
 from kvforensics.rounds.compact import Spool
 from kvforensics.rounds.stream import finished
@@ -33,7 +34,8 @@ class Traffic:
         self.prev: Round | None = None  # the last timed round
         self.frees, self.finishes = Spool("qdq"), Spool("qdq")
 
-    def add(self, r: Round, seq_lens: dict[str, int]) -> None:
+    def add(self, r: Round, seq_lens: dict[str, int], done: list[str] | None = None) -> None:
+        """``done``: ``finished(r, seq_lens)`` where the caller has it already."""
         if r.time is None:
             return
         if self.t0 is None:
@@ -41,18 +43,24 @@ class Traffic:
         t = (r.time - self.t0).total_seconds()
         prev = self.prev
         if (
-            prev is not None and prev.baseline_end is not None and r.decisions and r.baseline
-            and r.baseline.value is not None and prev.baseline_end.value is not None
+            prev is not None
+            and prev.baseline_end is not None
+            and r.decisions
+            and r.baseline
+            and r.baseline.value is not None
+            and prev.baseline_end.value is not None
             and prev.time is not None
         ):
             rise = r.baseline.value - prev.baseline_end.value
             # A long silence in the log is not a measurement of the node.
             if rise > 0 and (r.time - prev.time).total_seconds() <= 60:
                 self.frees.push(r.index, t, rise)
-        for rid in finished(r, seq_lens):
+        page = self.cfg.page_size
+        for rid in finished(r, seq_lens) if done is None else done:
             d = next((d for d in r.decisions if d.rid == rid), None)
             dev = d.prefix_len if d else 0
-            self.finishes.push(r.index, t, self.cfg.ceil_page(seq_lens[rid]) - dev)
+            # ``cfg.ceil_page``, called compiled
+            self.finishes.push(r.index, t, ceil_page(seq_lens[rid], page) - dev)
         self.prev = r
 
     def before(self, index: int) -> tuple[Pairs, Pairs]:

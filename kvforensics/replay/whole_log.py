@@ -27,7 +27,6 @@ T = TypeVar("T")
 
 #: the fixes whose refusals are counted, when the model has them
 FIXES = ("fixed", "park")
-ADDER_CALLS = ("add_one_req", "add_chunked_req")
 ADMITTED = ("full", "truncated")
 #: a forward run to measure a refused request's delay stops here
 FORWARD_ROUNDS = 1_000
@@ -133,19 +132,21 @@ class Replayed(Protocol):
     def whole_log(self) -> WholeLog | None: ...
 
 
-@dataclass(slots=True)
+@mypyc_attr(allow_interpreted_subclasses=True)  # copy and pickle make one without __init__
 class Rerun:
-    """One round re-run under one policy: the model's steps and the outcome."""
+    """One round re-run under one policy: the adder's steps and the outcome.
 
-    steps: list[Step]
-    oom: OutOfMemory | None
-    _adder: list[Step] | None = None
+    ``left``: what the round's allocation left (available + evictable after it), None
+    where nothing was allocated (no piece, or the round ran out of memory)."""
+
+    __slots__ = ("left", "oom", "steps")
+
+    def __init__(self, steps: list[Step], oom: OutOfMemory | None, left: int | None) -> None:
+        self.steps, self.oom, self.left = steps, oom, left
 
     def adder(self) -> list[Step]:
-        """The adder's steps (each finding reads them: picked out once)."""
-        if self._adder is None:
-            self._adder = [r for r in self.steps if r.call in ADDER_CALLS]
-        return self._adder
+        """The adder's steps (the only steps a re-run keeps)."""
+        return self.steps
 
     def admitted(self) -> list[str]:
         return [_always(r.rid) for r in self.adder() if r.decision in ADMITTED]
@@ -160,10 +161,15 @@ def _always(value: T | None) -> T:
 
 
 def rerun(known: Sizes, rnd: Round, policy: str, profile: Profile = FORK) -> Rerun:
-    """``known``: the configuration and prompt lengths (a ``Rebuild`` or a stream's)."""
-    node = node_at(known, rnd, policy, profile=profile, ops=False)
-    assert node.ledger is not None  # a node records its ledger unless told not to
-    return Rerun(node.ledger.rows, node.batch().oom)
+    """``known``: the configuration and prompt lengths (a ``Rebuild`` or a stream's).
+
+    No ledger: every finding reads the adder's own steps, and what the allocation left is
+    the pool's baseline after it (what its ledger rows would say), so a round's re-run
+    makes no allocation rows it would drop at once."""
+    node = node_at(known, rnd, policy, profile=profile, ops=False, record=False)
+    batch = node.batch()
+    left = node.pool.baseline() if batch.pieces and batch.oom is None else None
+    return Rerun(batch.adder.steps, batch.oom, left)
 
 
 def is_replayable(rnd: Round) -> bool:
@@ -196,10 +202,9 @@ def margin(run: Rerun, rnd: Round) -> tuple[int, int, bool] | None:
     tails = sum(unreserved(r) for r in run.adder())
     if run.oom is not None:
         return run.oom.available - run.oom.tokens, tails, True
-    allocs = [r for r in run.steps if r.call == "allocate"]
-    if not allocs:
+    if run.left is None:
         return None
-    return _always(allocs[-1].baseline_after), tails, False
+    return run.left, tails, False
 
 
 def _fix_may_refuse(run: Rerun) -> bool:

@@ -21,8 +21,22 @@ _US = timedelta(microseconds=1)
 NONE = -(2**63)
 
 
+#: the last time packed and its number: the rounds of a second share one time, and a
+#: round's time is packed by several stages in turn (one tuple, replaced whole, so that a
+#: thread never reads one time with another's number)
+_last: tuple[datetime | None, int] = (None, NONE)
+
+
 def pack_time(t: datetime | None) -> int:
-    return NONE if t is None else (t - _EPOCH) // _US
+    global _last
+    if t is None:
+        return NONE
+    last = _last
+    if t == last[0]:
+        return last[1]
+    v = (t - _EPOCH) // _US
+    _last = (t, v)
+    return v
 
 
 def unpack_time(v: int) -> datetime | None:
@@ -49,7 +63,8 @@ class Spool:
         self.codes, self.chunk = codes, chunk or CHUNK
         # NOTE: the step divides the chunk, so the columns reach it exactly
         self._step = math.gcd(self.chunk, STEP)
-        self._pending: list[tuple[float, ...]] = []  # a tuple append is cheaper than an array's per column
+        # a tuple append is cheaper than an array's per column
+        self._pending: list[tuple[float, ...]] = []
         self._cols = self._empty()
         self._file: IO[bytes] | None = None
         self._written = 0  # rows in the file, in blocks of ``chunk``

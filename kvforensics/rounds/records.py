@@ -10,6 +10,7 @@ from typing import Any
 from mypy_extensions import mypyc_attr
 
 from kvforensics.model import Config
+from kvforensics.model.sizing import pages_for
 from kvforensics.rounds.provenance import Prov
 
 
@@ -99,7 +100,11 @@ class PlanReplay:
     where: str
 
 
-@dataclass(slots=True)
+# init=False and a hand-written __init__ (here and in Piece and Round): mypyc compiles it,
+# while the one dataclass() writes stays interpreted, a call per record the rebuild makes;
+# dataclass() still gives the fields, __eq__ and __repr__, and replace() calls this __init__
+@mypyc_attr(allow_interpreted_subclasses=True)  # copy and pickle make one without __init__
+@dataclass(slots=True, init=False)
 class Decision:
     """One ``add_one_req``: the check line and its result line."""
 
@@ -118,17 +123,51 @@ class Decision:
     result: str | None = None
     loaded: int | None = 0  # None: the load-back line's number was unreadable
 
+    def __init__(
+        self,
+        rid: str,
+        seq_len: int,
+        prefix_len: int,
+        host_hit_len: int,
+        rem_chunk_tokens: int,
+        baseline: int,
+        rem_total_tokens: int,
+        cur_rem_tokens: int,
+        where: str,
+        decision: str | None = None,
+        start: int | None = None,
+        end: int | None = None,
+        result: str | None = None,
+        loaded: int | None = 0,
+    ) -> None:
+        self.rid = rid
+        self.seq_len = seq_len
+        self.prefix_len = prefix_len
+        self.host_hit_len = host_hit_len
+        self.rem_chunk_tokens = rem_chunk_tokens
+        self.baseline = baseline
+        self.rem_total_tokens = rem_total_tokens
+        self.cur_rem_tokens = cur_rem_tokens
+        self.where = where
+        self.decision = decision
+        self.start = start
+        self.end = end
+        self.result = result
+        self.loaded = loaded
+
     def load_back_slots(self, cfg: Config) -> int:
         """Slots the load-back took: whole pages after the device prefix."""
         if self.decision not in ("full", "truncated") or not self.loaded:
             return 0
-        return cfg.pages_for(self.prefix_len, self.prefix_len + self.loaded)
+        # sizing's rule at the config's page (``cfg.pages_for``), called compiled
+        return pages_for(self.prefix_len, self.prefix_len + self.loaded, cfg.page_size)
 
     def as_dict(self) -> dict[str, Any]:
         return {k: getattr(self, k) for k in self.__dataclass_fields__}
 
 
-@dataclass(slots=True)
+@mypyc_attr(allow_interpreted_subclasses=True)  # copy and pickle make one without __init__
+@dataclass(slots=True, init=False)
 class Piece:
     rid: str
     start: int
@@ -138,6 +177,22 @@ class Piece:
     evidence: list[str] = field(default_factory=list)
     cross_checked: bool = False
     interval_end: tuple[int, int] | None = None
+
+    def __init__(
+        self,
+        rid: str,
+        start: int,
+        end: int,
+        kind: str,
+        provenance: str,
+        evidence: list[str] | None = None,
+        cross_checked: bool = False,
+        interval_end: tuple[int, int] | None = None,
+    ) -> None:
+        self.rid, self.start, self.end, self.kind = rid, start, end, kind
+        self.provenance = provenance
+        self.evidence = [] if evidence is None else evidence
+        self.cross_checked, self.interval_end = cross_checked, interval_end
 
     def as_dict(self) -> dict[str, Any]:
         d = {
@@ -154,7 +209,8 @@ class Piece:
         return d
 
 
-@dataclass(slots=True)
+@mypyc_attr(allow_interpreted_subclasses=True)  # copy and pickle make one without __init__
+@dataclass(slots=True, init=False)
 class Round:
     index: int
     time: datetime | None
@@ -170,6 +226,29 @@ class Round:
     oom: LoggedOom | None = None
     batch: BatchLine | None = None  # the PP3 batch line matched to this round
     replays: list[PlanReplay] = field(default_factory=list)  # other PP ranks' plans
+
+    def __init__(
+        self,
+        index: int,
+        time: datetime | None,
+        decisions: list[Decision] | None = None,
+        pieces: list[Piece] | None = None,
+        as_writes: list[tuple[str, int, str]] | None = None,
+        baseline: Prov | None = None,
+        baseline_end: Prov | None = None,
+        first_lock: Prov | None = None,
+        forwarded: bool = False,
+        oom: LoggedOom | None = None,
+        batch: BatchLine | None = None,
+        replays: list[PlanReplay] | None = None,
+    ) -> None:
+        self.index, self.time = index, time
+        self.decisions = [] if decisions is None else decisions
+        self.pieces = [] if pieces is None else pieces
+        self.as_writes = [] if as_writes is None else as_writes
+        self.baseline, self.baseline_end, self.first_lock = baseline, baseline_end, first_lock
+        self.forwarded, self.oom, self.batch = forwarded, oom, batch
+        self.replays = [] if replays is None else replays
 
     @property
     def observed(self) -> bool:

@@ -12,6 +12,7 @@ from datetime import datetime
 
 from kvforensics.logs.tree import tree_paths
 from kvforensics.model import Config
+from kvforensics.model.sizing import ceil_page
 from kvforensics.rounds.records import Decision, LoggedOom, Round
 from kvforensics.rounds.rows import FIELDS, KINDS, Check, Oom, Row, Write, rows_of
 
@@ -23,8 +24,11 @@ def _batch_of(rnd: Round, cfg: Config, tokens: int | None) -> bool:
     the resumed chunk's (the chunk budget spent before its first check)."""
     if not rnd.decisions or tokens is None:
         return False
-    new = sum(d.end - d.start for d in rnd.decisions
-              if d.decision in ("full", "truncated") and d.start is not None and d.end is not None)
+    new = sum(
+        d.end - d.start
+        for d in rnd.decisions
+        if d.decision in ("full", "truncated") and d.start is not None and d.end is not None
+    )
     resumed = cfg.chunked_prefill_size - rnd.decisions[0].rem_chunk_tokens
     return new <= tokens <= new + resumed and (tokens == new or resumed > 0)
 
@@ -87,8 +91,12 @@ class Segmenter:
             or ev.rem_chunk_tokens > last.rem_chunk_tokens
         ):
             return True
-        if last.decision in ("full", "truncated") and last.start is not None and last.end is not None:
-            spent = cfg.ceil_page(last.end - last.start)
+        if (
+            last.decision in ("full", "truncated")
+            and last.start is not None
+            and last.end is not None
+        ):
+            spent = ceil_page(last.end - last.start, cfg.page_size)  # compiled, not cfg's
             if ev.rem_chunk_tokens != last.rem_chunk_tokens - spent:
                 return True  # the budget did not carry over: a new adder
         # Within a round the baseline moves only by the previous admission's load-back and
@@ -143,7 +151,12 @@ class Segmenter:
         )
         stale = logged_end is not None and ev.blocks != logged_end // ev.block_size
         done = None
-        if cur is None or cur.oom is not None or stale or any(r == ev.rid for r, _, _ in cur.as_writes):
+        if (
+            cur is None
+            or cur.oom is not None
+            or stale
+            or any(r == ev.rid for r, _, _ in cur.as_writes)
+        ):
             done = self._new(ev.time)
         cur = self._current()
         cur.as_writes.append((ev.rid, ev.blocks, ev.where))

@@ -204,10 +204,14 @@ class LogStream:
             return self.config, None
         if cfg == self.cfg:
             return conf, None
-        changed = [f"{n} {conf[n].value} ({'; '.join(conf[n].evidence)})"
-                   for n in conf if n in self.config and conf[n].value != self.config[n].value]
+        changed = [
+            f"{n} {conf[n].value} ({'; '.join(conf[n].evidence)})"
+            for n in conf
+            if n in self.config and conf[n].value != self.config[n].value
+        ]
         return self.config, (
-            "later startup lines give other sizes: " + ", ".join(changed)
+            "later startup lines give other sizes: "
+            + ", ".join(changed)
             + "; the rounds were rebuilt with those before the first adder line"
         )
 
@@ -274,7 +278,13 @@ def finished(rnd: Round, seq_lens: dict[str, int]) -> list[str]:
     of one rid in a round, and its length is forgotten once."""
     if rnd.oom is not None:
         return []
-    return list(dict.fromkeys(p.rid for p in rnd.pieces if p.end == seq_lens.get(p.rid)))
+    # a loop, not a generator: compiled, no generator object a round (a round has a few
+    # pieces, so the list's own ``in`` is cheap)
+    out: list[str] = []
+    for p in rnd.pieces:
+        if p.end == seq_lens.get(p.rid) and p.rid not in out:
+            out.append(p.rid)
+    return out
 
 
 def forgetting(ls: LogStream, rounds: Iterable[Round]) -> Iterator[Round]:
