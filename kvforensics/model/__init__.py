@@ -13,6 +13,7 @@ from kvforensics.model.node import (
     RoundRecord,
     RunResult,
     Timing,
+    start_node,
 )
 from kvforensics.model.policies import POLICIES, Policy, get_policy
 from kvforensics.model.pool import PagePool, PoolOp, PrefillOutOfMemory
@@ -43,4 +44,5 @@ __all__ = [
     "Timing",
     "get_policy",
     "get_profile",
+    "start_node",
 ]

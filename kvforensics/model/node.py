@@ -277,38 +277,6 @@ class PrefillNode:
         if chunked is not None:
             self.requests[chunked.rid] = chunked
 
-    @classmethod
-    def from_state(
-        cls,
-        cfg: Config,
-        policy: Policy,
-        state: NodeState,
-        *,
-        arrivals: Sequence[Request] = (),
-        timing: Timing = Timing(),
-        profile: Profile = FORK,
-        record: bool = True,
-        prefix_cache: PrefixSource | None = None,
-        outside: dict[int, int] | None = None,
-        ops: bool = True,
-        hold_until: float = -math.inf,
-    ) -> PrefillNode:
-        """The one way to start the model mid-flight (``outside``: round -> tokens taken
-        from the pool outside the adder; ``ops``: keep the pool's op log, which ``exec``
-        replays). Raises ValueError when the state does not fit the pool.
-
-        ``start_node`` is this for ``PrefillNode`` itself, as a plain function."""
-        if cls is PrefillNode:
-            return start_node(cfg, policy, state, arrivals=arrivals, timing=timing,
-                              profile=profile, record=record, prefix_cache=prefix_cache,
-                              outside=outside, ops=ops, hold_until=hold_until)  # fmt: skip
-        # a subclass, through its own __init__
-        return cls(cfg, policy, _pool_at(cfg, state, ops), waiting=state.waiting,
-                   chunked=state.chunked, inflight=state.inflight, arrivals=arrivals,
-                   timing=timing, profile=profile, first_round=state.first_round,
-                   start_time=state.start_time, record=record, prefix_cache=prefix_cache,
-                   outside=outside, hold_until=hold_until)  # fmt: skip
-
     def _push_inflight(self, item: Inflight) -> None:
         self._seq += 1
         heapq.heappush(self._inflight, (item.done_at, self._seq, item))
@@ -646,9 +614,12 @@ def start_node(
     ops: bool = True,
     hold_until: float = -math.inf,
 ) -> PrefillNode:
-    """``PrefillNode.from_state``, as a function: compiled, a direct call with its keywords
-    matched at build time (a class method's call parses them at run time), for the callers
-    that start a node for every round they re-run."""
+    """The one way to start the model mid-flight (``outside``: round -> tokens taken
+    from the pool outside the adder; ``ops``: keep the pool's op log, which ``exec``
+    replays). Raises ValueError when the state does not fit the pool.
+
+    A plain function rather than a class method: compiled, a direct call with its
+    keywords matched at build time, for the callers that start a node every round."""
     return PrefillNode(cfg, policy, _pool_at(cfg, state, ops), waiting=state.waiting,
                        chunked=state.chunked, inflight=state.inflight, arrivals=arrivals,
                        timing=timing, profile=profile, first_round=state.first_round,

@@ -162,7 +162,7 @@ def node_at(
         start_time,
         min(unevictable, base),  # unevictable
     )
-    # ``PrefillNode.from_state`` as a plain function: a direct call, compiled
+    # ``start_node``: a plain function, a direct call, compiled
     return start_node(
         cfg, get_policy(policy), state, arrivals=arrivals, timing=timing or _UNTIMED,
         outside=outside, profile=profile, ops=ops, record=record, hold_until=hold_until,

@@ -16,6 +16,7 @@ from kvforensics.model import (
     Timing,
     get_policy,
     get_profile,
+    start_node,
 )
 
 
@@ -97,7 +98,7 @@ class Scenario:
             start_time=self.start_time,
         )
         try:
-            return PrefillNode.from_state(
+            return start_node(
                 self.cfg,
                 get_policy(policy),
                 state,

@@ -3,7 +3,7 @@ pinned on that request, under every policy (not an exception out of the run)."""
 
 import pytest
 
-from kvforensics.model import Config, PrefillNode, Request, get_policy
+from kvforensics.model import Config, Request, get_policy, start_node
 from kvforensics.model.node import NodeState
 
 CFG = Config(
@@ -24,7 +24,7 @@ def test_load_back_into_unevictable_slots_is_an_out_of_memory(policy):
         unevictable=6144,
         waiting=(Request("small", 512), Request("hit", 6000, host_hit=4096)),
     )
-    node = PrefillNode.from_state(CFG, get_policy(policy), state)
+    node = start_node(CFG, get_policy(policy), state)
     res = node.run(max_rounds=10)
     assert res.oom is not None
     assert (res.oom.round, res.oom.rid, res.oom.tokens) == (0, "hit", 4096)

@@ -88,13 +88,13 @@ def test_a_take_that_left_nothing_is_a_lower_bound():
 
 def test_a_given_back_event_frees_only_what_is_in_transfer():
     """Memory the logs show coming back can only be KV in transfer: never more."""
-    from kvforensics.model import Inflight, NodeState, PrefillNode, Request, get_policy
+    from kvforensics.model import Inflight, NodeState, Request, get_policy, start_node
 
     cfg = Config(page_size=64, chunked_prefill_size=4096, max_prefill_tokens=4096,
                  pool_size=8192, align_size=0)  # fmt: skip
     state = NodeState(free=1024, held=(("t1", 2048),), inflight=(Inflight("t1", 99.0),),
                       waiting=(Request("r", 640, 0, 0),))  # fmt: skip
-    node = PrefillNode.from_state(cfg, get_policy("prefix"), state, outside={0: -4096})
+    node = start_node(cfg, get_policy("prefix"), state, outside={0: -4096})
     node.prepare()
     assert node.pool.baseline() == 1024 + 2048
     node.pool.check()
