@@ -77,7 +77,8 @@ INTERPRETED = {
     },
     "rounds": {
         "__init__": "only re-exports",
-        "batch_index": _ONCE,
+        "batch_index": "per round, a few array reads (seating a round on its batch line); "
+        "its index is built once a log",
         "batches": _ONCE,
         "config": _ONCE,
         "drop": _ONCE,
