@@ -249,22 +249,17 @@ class PagePool:
 
     # -- allocation -----------------------------------------------------------
     def _evict(self, need: int) -> None:
-        """Evict at least ``need`` slots (page multiples), oldest entries first."""
-        if self.paged:
-            # NOTE: the SWA pool's shortfall is no page multiple; what is evicted for it is
-            need = -(-need // self.page_size) * self.page_size
+        """Evict whole entries, oldest first, until at least ``need`` slots are free: the
+        radix cache frees a leaf's whole value, never part of one (SGLang's
+        ``RadixCache.evict``), so a waiting request whose prefix was evicted finds none of
+        it on the device."""
         ev = self._evictable
         while need > 0 and ev:
-            key, n = next(iter(ev.items()))
-            take = min(n, need)
-            if take == n:
-                del ev[key]
-            else:
-                ev[key] = n - take
-            self._evict_total -= take
-            self.free += take
-            need -= take
-            self._op("evict", key=key, tokens=take)
+            key, n = ev.popitem(last=False)
+            self._evict_total -= n
+            self.free += n
+            need -= n
+            self._op("evict", key=key, tokens=n)
 
     def can_allocate(self, tokens: int) -> bool:
         return tokens + self.swa_short <= self.free + self._evict_total

@@ -1,5 +1,6 @@
-"""Other ranks' batch lines by time, for the silent rounds whose AttentionStore write
-leaves the piece's end open: compact arrays sorted by time, looked up by bisection.
+"""Other ranks' batch lines (and the fork's PP plan lines) by time, for the silent rounds
+whose AttentionStore write leaves the piece's end open, or sizes a piece other than the
+one the assumed baseline gives: compact arrays sorted by time, looked up by bisection.
 
 A PP3 log prints one batch line a round, so a scan of every line per silent round makes
 the rebuild quadratic in the log; a few dozen bytes a line in arrays (no dict per line)
@@ -46,15 +47,36 @@ class BatchSizes:
 
     @classmethod
     def of(cls, events: pl.DataFrame, deciding: str) -> BatchSizes:
-        """The batch lines of every rank but ``deciding`` that carry a time and a size."""
+        """The batch lines of every rank but ``deciding`` that carry a time and a size,
+        and the fork's PP plan lines (``extend_tokens``: one a round, like a batch line),
+        each plan rank a source of its own: where two sources print different sizes for
+        one round, neither decides it."""
         out = cls()
-        if "new_token" not in events.columns or not events.height:
+        if not events.height or "kind" not in events.columns:
             return out
-        lines = events.filter(
-            (pl.col("kind") == "prefill_batch")
-            & (pl.col("rank") != deciding)
-            & pl.col("new_token").is_not_null()
-        ).select("file", "line", "time", "new_token", "rank")
+        cols = ("file", "line", "time", "new_token", "rank")
+        parts = []
+        if "new_token" in events.columns:
+            parts.append(events.filter(
+                (pl.col("kind") == "prefill_batch")
+                & (pl.col("rank") != deciding)
+                & pl.col("new_token").is_not_null()
+            ).select(*cols))  # fmt: skip
+        if "extend_tokens" in events.columns:
+            parts.append(events.filter(
+                (pl.col("kind") == "replay_plan")
+                & (pl.col("rank") != deciding)
+                & (pl.col("extend_tokens") > 0)
+            ).select(
+                "file", "line", "time", pl.col("extend_tokens").alias("new_token"),
+                (pl.col("rank").cast(pl.String) + " plan").alias("rank"),
+            ))  # fmt: skip
+        if not parts:
+            return out
+        lines = pl.concat(
+            [p.with_columns(pl.col("rank").cast(pl.String), pl.col("new_token").cast(pl.Int64))
+             for p in parts], how="vertical_relaxed",
+        )  # fmt: skip
         lines = lines.with_row_index("order").filter(pl.col("time").is_not_null())
         if not lines.height:
             return out

@@ -505,18 +505,20 @@ class Rebuilder:
             f"baseline {b} assumed unchanged since the last known round (no KV transfer ended)",
         ]
         rose: Prov | None = None
-        if not lo <= end <= hi:
+        # The write leaves the end open inside its block; a seated batch line does not.
+        seated = self.batch_sizes.size(rnd.time, lo - done, hi - done, near=False)
+        if not lo <= end <= hi or (seated is not None and done + seated[0] != end):
             model_end = end
             end = lo if lo > done else hi
-            told = self._batch_size(rnd.time, lo - done, hi - done)
+            told = seated or self._batch_size(rnd.time, lo - done, hi - done)
             if told is not None:
                 end = done + told[0]
                 evid.insert(1, f"{told[1]}: #new-token {told[0]} puts the end at {end}")
-            if model_end > hi and not forced:
+            if model_end > end and not forced:
                 # Shorter than the baseline allows: memory went somewhere unseen. (A
                 # forced piece is the whole chunk budget whatever is left: a shorter one
                 # means memory came back, below.)
-                self.shrinks[self.count] = (model_end, lo, hi)
+                self.shrinks[self.count] = (model_end, end, end) if told else (model_end, lo, hi)
             else:
                 rose = self._rise(done, seq, (end, lo, hi), b, model_end)
         elif cfg.pages_for(done, end) > b:

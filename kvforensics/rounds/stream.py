@@ -244,10 +244,12 @@ class LogStream:
         ahead = iter_events(self.paths, ParseSummary(), extra_formats=self.formats,
                             label="reading batch lines")  # fmt: skip
         for frame in ahead:
-            if "new_token" in frame.columns:
-                b = frame.filter(pl.col("kind") == "prefill_batch")
-                keep.append(b.select("kind", "rank", "file", "line", "time", "new_token"))
-        return pl.concat(keep, how="vertical_relaxed") if keep else pl.DataFrame()
+            # the sizes ``BatchSizes.of`` reads: batch lines and the fork's PP plan lines
+            sizes = [c for c in ("new_token", "extend_tokens") if c in frame.columns]
+            if sizes:
+                b = frame.filter(pl.col("kind").is_in(["prefill_batch", "replay_plan"]))
+                keep.append(b.select("kind", "rank", "file", "line", "time", *sizes))
+        return pl.concat(keep, how="diagonal_relaxed") if keep else pl.DataFrame()
 
     def _frame(self, frame: pl.DataFrame) -> Iterator[Round]:
         self.spans = merge_spans(self.spans, spans_of(frame))

@@ -115,6 +115,8 @@ def test_worlds_at_every_setting(tmp_path, seed, setting, outside, fast):
         (23259, 258, False, False, "silent rounds seated on PP3 lines, refused locks"),
         (23253, 252, False, False, "the run out of memory in a round the logs show ran"),
         (23030, 29, True, True, "the window without transfer ends, a round early"),
+        (31345, 344, True, False, "a last piece's write leaves its end open; PP3 pins it"),
+        (31400, 399, False, True, "a waiting request's whole prefix evicted, not a part"),
     ],
 )  # fmt: skip
 def test_worlds_the_rebuild_once_misread(tmp_path, seed, setting, outside, fast, what):
