@@ -12,13 +12,13 @@ from kvforensics.causes.cause import Cause
 from kvforensics.causes.gaps import entered_after
 from kvforensics.model.decisions import ADDER_CALLS, CHUNKED, Decision
 from kvforensics.model.ledger import Step
+from kvforensics.model.policies import AS_RAN, FIX
 
 if TYPE_CHECKING:
     from kvforensics.causes.replayed import Replayed
     from kvforensics.model import RunResult
 
 #: the policy that is the code as it ran, and the fix the root cause is weighed against
-AS_RAN, FIX = "prefix", "fixed"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -26,6 +26,7 @@ from kvforensics.cli._inputs import (
     check_format,
 )
 from kvforensics.errors import InputError
+from kvforensics.model.policies import AS_RAN, FIX
 from kvforensics.report.diff import diff_ledgers
 from kvforensics.report.inputs import are_logs, diff_inputs, replay_inputs
 
@@ -81,7 +82,7 @@ def _sides(
     reads them, and what the log reader could not read."""
     if not are_logs(inputs):
         return *diff_inputs(inputs, names), []
-    names = names or ["prefix", "fixed"]
+    names = names or [AS_RAN, FIX]
     if len(names) != 2:
         raise InputError(f"diff compares two policies; got {len(names)}")
     rr, results = replay_inputs(inputs, names, opts.replay_options())

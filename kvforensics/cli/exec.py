@@ -30,6 +30,7 @@ from kvforensics.cli._inputs import (
     Until,
     check_format,
 )
+from kvforensics.model.policies import AS_RAN
 from kvforensics.report.terminal import literal
 
 if TYPE_CHECKING:  # torch comes with the runner: only a run imports it
@@ -45,7 +46,7 @@ def exec_(
             metavar="SCENARIO_OR_LOG...", help="Scenario TOML files, or one incident's log files."
         ),
     ],
-    policy: Annotated[str, typer.Option(help="prefix | fixed | upstream | drain")] = "prefix",
+    policy: Annotated[str, typer.Option(help="prefix | fixed | upstream | drain")] = AS_RAN,
     device: Annotated[
         str | None, typer.Option(help="cuda | cpu (default: cuda when there is one)")
     ] = None,

@@ -28,6 +28,7 @@ from kvforensics.cli._inputs import (
 )
 from kvforensics.errors import InputError
 from kvforensics.model import RunResult
+from kvforensics.model.policies import AS_RAN, FIX
 from kvforensics.report.explain import explain_rid, explain_round
 from kvforensics.report.inputs import (
     are_logs,
@@ -98,5 +99,5 @@ def _results(
     if len(sources) != 1:
         raise InputError("explain takes one scenario or ledger file, or log files")
     if is_scenario(sources[0]):
-        return run_scenario(sources[0], names or ["prefix", "fixed"]), []
+        return run_scenario(sources[0], names or [AS_RAN, FIX]), []
     return ledgers_from_file(sources[0], names), []

@@ -37,6 +37,7 @@ from kvforensics.cli._inputs import (
     Until,
     check_format,
 )
+from kvforensics.model.policies import AS_RAN
 from kvforensics.replay import replay_logs, verdict_text
 from kvforensics.replay.ranges import check_engine
 from kvforensics.replay.replay import ReplayResult
@@ -131,9 +132,9 @@ def _print_replay(rr: ReplayResult, wl: WholeLog) -> None:
     print_para(whole_log_line(wl), indent=0, hang=2)
     _print_fidelity(rr)
     console.print(_policy_table(rr), highlight=False)
-    base = rr.results.get("prefix")
+    base = rr.results.get(AS_RAN)
     for name, res in rr.results.items():
-        if base is None or name == "prefix":
+        if base is None or name == AS_RAN:
             continue
         for x in (x for x in first_token_delays(base, res) if x.delay_s):
             print_para(f"{name}: {x.rid} first token {x.delay_s:+.2f} s later than under prefix")

@@ -193,7 +193,7 @@ def _write(
         if ls.rebuilder is None or not ls.rebuilder.count:  # nothing to write: no file
             files = [f.path for f in ls.summary.files if ls.rank in f.ranks or not ls.rank]
             who = f"{ls.rank} ({', '.join(files)})" if ls.rank else ", ".join(files)
-            others = bool(ls.summary.matched.get("adder_check"))
+            others = ls.summary.adder_lines
             raise _silent_rank(who, others, ls.summary.unreadable)
 
     with opts.stages():
@@ -264,14 +264,14 @@ def _batch_level(
     one_file = len(summary.files) == 1
     for r in shown:
         v = r.values
-        usage = f"{v['token_usage']:.2f}" if v.get("token_usage") is not None else ""
+        usage = f"{v.token_usage:.2f}" if v.token_usage is not None else ""
         t.add_row(
             r.index,
             r.time or "",
             r.where.rsplit(":", 1)[1] if one_file else r.where,
-            *(v.get(k, "") for k in ("new_seq", "new_token", "cached_token")),
+            *("" if n is None else n for n in (v.new_seq, v.new_token, v.cached_token)),
             usage,
-            v.get("queue_req", ""),
+            "" if v.queue_req is None else v.queue_req,
         )
     console.print(t, highlight=False)
     if br.other_ranks:

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from kvforensics.errors import InputError, KvfError
+from kvforensics.model.policies import AS_RAN
 
 if TYPE_CHECKING:  # torch is imported only once the options are known to be good
     from kvforensics.exec.plan import Plan
@@ -28,7 +29,7 @@ class ExecOptions:
     """How to perform the plans: the policy, where, and the KV layout (None: the default
     of the device)."""
 
-    policy: str = "prefix"
+    policy: str = AS_RAN
     device: str | None = None
     backend: str = "auto"
     layers: int | None = None

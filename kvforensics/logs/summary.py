@@ -5,6 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+#: the event kinds (names in the format catalogue) a summary's verdicts read
+ADDER_CHECK, DECODE_BATCH = "adder_check", "decode_batch"
+
 
 @dataclass
 class FileSummary:
@@ -72,7 +75,12 @@ class ParseSummary:
     @property
     def decode_node(self) -> bool:
         """Decode batch lines mean a decode (or colocated) node, not a prefill node."""
-        return self.matched.get("decode_batch", 0) > 0
+        return self.matched.get(DECODE_BATCH, 0) > 0
+
+    @property
+    def adder_lines(self) -> bool:
+        """Any ``PrefillAdder.add_one_req`` check line was read, from any rank."""
+        return self.matched.get(ADDER_CHECK, 0) > 0
 
     @property
     def scheduler_log(self) -> bool:

@@ -16,6 +16,9 @@ from kvforensics.model import sizing
 from kvforensics.model.budget import Budget
 from kvforensics.model.config import Config
 
+#: the policy the logs ran under, and the fix the stages set beside it (names below)
+AS_RAN, FIX = "prefix", "fixed"
+
 
 class Policy:
     """The pre-fix fork (``prefix``): aligned non-last pieces, tail not reserved."""
@@ -92,6 +95,9 @@ class Park(Fixed):
 POLICIES: dict[str, Policy] = {
     p.name: p for p in (Upstream(), Policy(), Fixed(), Drain(), Park())
 }
+
+
+assert POLICIES[AS_RAN].name == AS_RAN and POLICIES[FIX].name == FIX
 
 
 def get_policy(name: str) -> Policy:

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from kvforensics.causes.oom import OomFigures
 from kvforensics.model import OutOfMemory, RunResult
+from kvforensics.model.policies import AS_RAN
 from kvforensics.replay.forward import LOWER_BOUND, MAX_ROUNDS, NodeBuilder, TransferEstimate
 from kvforensics.replay.verdict import FirstTokenDelay, first_token_delays
 
@@ -72,7 +73,7 @@ def cost_readings(
             build.build(p, seconds=seconds).run(max_rounds=MAX_ROUNDS)
             for p in results
         }  # fmt: skip
-        base = runs["prefix"]
+        base = runs[AS_RAN]
         out.append(
             CostReading(
                 label=label,
@@ -86,7 +87,7 @@ def cost_readings(
                 delays={
                     p: [d for d in first_token_delays(base, r) if d.delay_s or d.note]
                     for p, r in runs.items()
-                    if p != "prefix"
+                    if p != AS_RAN
                 },
             )
         )

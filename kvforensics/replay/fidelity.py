@@ -10,6 +10,7 @@ from typing import Any
 from mypy_extensions import mypyc_attr
 
 from kvforensics.model.ledger import Step
+from kvforensics.model.policies import AS_RAN
 from kvforensics.model.profiles import FORK, Profile
 from kvforensics.replay.state import Sizes, node_at
 from kvforensics.rounds import Rebuild, Round
@@ -104,7 +105,7 @@ class FidelityCheck:
     """Fed one rebuilt round at a time; ``result()`` is the record."""
 
     known: Sizes  # cfg and seq_lens (a ``Rebuild`` or the stream's own)
-    policy: str = "prefix"
+    policy: str = AS_RAN
     profile: Profile = FORK
     checked: int = 0
     mismatches: list[Mismatch] = field(default_factory=list)
@@ -126,7 +127,7 @@ class FidelityCheck:
         return Fidelity(self.checked, tuple(self.mismatches))
 
 
-def check_fidelity(rb: Rebuild, policy: str = "prefix", profile: Profile = FORK) -> Fidelity:
+def check_fidelity(rb: Rebuild, policy: str = AS_RAN, profile: Profile = FORK) -> Fidelity:
     """Every logged round of ``rb`` re-run under ``policy``."""
     check = FidelityCheck(rb, policy, profile)
     for rnd in rb.rounds:

@@ -24,6 +24,7 @@ from kvforensics.collector import fewer_collections
 from kvforensics.logs import ParseSummary, load_catalogue
 from kvforensics.logs.source import check_readable
 from kvforensics.model import RoundRecord, RunResult, Timing
+from kvforensics.model.policies import AS_RAN
 from kvforensics.model.profiles import Profile
 from kvforensics.progress import IDLE, AnyStage, current, run_shown
 from kvforensics.replay.anchor import (
@@ -271,11 +272,11 @@ def _run_policies(checked: Checked, options: ReplayOptions) -> Runs:
     anchored = _anchor(rb, start, given, timing, transfer, notes)
     build = anchored.build if anchored is not None else given
     # the code as it ran first: the logs are checked against it
-    as_ran = run_shown(build.build("prefix"), "policy prefix", MAX_ROUNDS)
-    results = {"prefix": as_ran} | {
+    as_ran = run_shown(build.build(AS_RAN), "policy prefix", MAX_ROUNDS)
+    results = {AS_RAN: as_ran} | {
         policy: run_shown(build.build(policy), f"policy {policy}", MAX_ROUNDS)
         for policy in dict.fromkeys(options.policies)
-        if policy != "prefix"
+        if policy != AS_RAN
     }
     reproduced: bool | None = None
     holds: dict[str, HoldsFor] = {}
@@ -344,7 +345,7 @@ def _anchor(
     hold = (marks[-1].round + 1 - start.index) * per_round
     # NOTE: the falls the rebuild inferred inside the window are not taken as given: the
     # anchoring finds every event there from the observations themselves
-    node = build.build("prefix", events={}, hold=hold, record=False)
+    node = build.build(AS_RAN, events={}, hold=hold, record=False)
     found = anchor_run(node, marks, evidence_check(rb), start=start.index, page=rb.cfg.page_size)
     held = build.held(found.schedule({}), hold)
     notes.append(
@@ -364,7 +365,7 @@ def _assumption_against_evidence(
 ) -> None:  # fmt: skip
     """Say so where the transfer time the replay runs with would free memory inside the
     anchored window that the observations show was not there."""
-    node = build.build("prefix", hold=-math.inf, record=False)
+    node = build.build(AS_RAN, hold=-math.inf, record=False)
     if not isinstance(node.step(), RoundRecord):
         return
     freed = freed_against(node, mark)
@@ -415,7 +416,7 @@ def _sensitivity(
     events = found is not None and bool(found.shifts)
     holds: dict[str, HoldsFor] = {}
     for policy in policies:
-        mine = (moved if events else picks) + held if policy != "prefix" else picks
+        mine = (moved if events else picks) + held if policy != AS_RAN else picks
         holds[policy] = holds_for(policy, run(policy), seconds, mine, allowed)
     return holds
 
@@ -432,7 +433,7 @@ def _unseen_takes(
     blind = blind_rounds(as_ran.rounds, start.index, rb.oom.round, page)
     out = dict(holds)
     for policy, h in holds.items():
-        if policy == "prefix" or h.answer != "no out of memory" or not blind:
+        if policy == AS_RAN or h.answer != "no out of memory" or not blind:
             continue
 
         def runs_out(before: int, slots: int, policy: str = policy) -> bool:

@@ -18,6 +18,7 @@ from kvforensics.causes import Cause
 from kvforensics.causes.oom import OomFigures
 from kvforensics.logs import ParseSummary
 from kvforensics.model import RunResult
+from kvforensics.model.policies import AS_RAN
 from kvforensics.replay.anchor import Anchoring
 from kvforensics.replay.costs import CostReading
 from kvforensics.replay.fidelity import Fidelity
@@ -271,7 +272,7 @@ class ReplayResult:
         """Each policy's run: its out-of-memory, rounds, unfinished requests, and the
         first tokens it moves against ``prefix``."""
         policies = {}
-        base = self.results.get("prefix")
+        base = self.results.get(AS_RAN)
         for name, res in self.results.items():
             entry: dict[str, Any] = {
                 "oom": res.oom.as_dict() if res.oom else None,
@@ -280,7 +281,7 @@ class ReplayResult:
                     r for r, q in res.requests.items() if q.finished_round is None
                 ),
             }
-            if base is not None and name != "prefix":
+            if base is not None and name != AS_RAN:
                 entry["delays"] = [d.as_dict() for d in first_token_delays(base, res)]
             if name in self.holds:
                 entry["holds_for"] = self.holds[name].as_dict()

@@ -11,6 +11,7 @@ from kvforensics.causes.oom import OomFigures, oom_words
 from kvforensics.causes.tail import RootCause, root_cause
 from kvforensics.causes.tail import story as tail_story
 from kvforensics.model import RunResult
+from kvforensics.model.policies import AS_RAN
 from kvforensics.replay.holds import HoldsFor
 
 __all__ = ["FirstTokenDelay", "first_token_delays", "root_cause", "verdict_text"]
@@ -82,7 +83,7 @@ def verdict_text(
             f"none of {', '.join(IDS)} holds on this "
             "evidence."
         )
-    pre = results.get("prefix")
+    pre = results.get(AS_RAN)
     if observed and (pre is None or pre.oom is None):
         lines.append(
             "The logged out-of-memory was not reproduced by the prefix model; see the "
@@ -91,7 +92,7 @@ def verdict_text(
     if pre is None or pre.oom is None:
         return lines
     for name, res in results.items():
-        if name == "prefix":
+        if name == AS_RAN:
             continue
         h = (holds or {}).get(name)
         lines.append(

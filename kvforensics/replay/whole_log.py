@@ -16,6 +16,7 @@ from mypy_extensions import mypyc_attr
 from kvforensics.causes.gaps import through_gaps, unreserved
 from kvforensics.model import POLICIES, OutOfMemory, RunResult, Timing
 from kvforensics.model.ledger import Step
+from kvforensics.model.policies import AS_RAN
 from kvforensics.model.profiles import FORK, Profile
 from kvforensics.replay.profile_choice import ProfileChoice
 from kvforensics.replay.state import Sizes, node_at
@@ -297,7 +298,7 @@ class WholeLogPass:
         if not is_replayable(rnd):
             return None
         self.rerun += 1
-        run = rerun(self.known, rnd, "prefix", self.profile)
+        run = rerun(self.known, rnd, AS_RAN, self.profile)
         self.gaps.extend(gap_admissions(run, rnd))
         m = margin(run, rnd)
         if m is not None:
@@ -365,8 +366,8 @@ def _delays(
 def _runs(
     rr: Replayed, rnd: Round, policy: str, notes: list[str], per_round: float
 ) -> tuple[RunResult, RunResult]:
-    if rnd.index == rr.start_round and "prefix" in rr.results and policy in rr.results:
-        return rr.results["prefix"], rr.results[policy]
+    if rnd.index == rr.start_round and AS_RAN in rr.results and policy in rr.results:
+        return rr.results[AS_RAN], rr.results[policy]
     notes.append(
         f"first-token delays under {policy} outside the replay's own runs: prefix and "
         f"{policy} run forward from that round's rebuilt state, a round lasting {per_round:.2f} s "
@@ -376,7 +377,7 @@ def _runs(
     timing = Timing(round_overhead_s=per_round)
     base, other = (
         node_at(rr.rebuild, rnd, p, timing=timing).run(max_rounds=FORWARD_ROUNDS)
-        for p in ("prefix", policy)
+        for p in (AS_RAN, policy)
     )
     return base, other
 

@@ -10,11 +10,11 @@ import polars as pl
 from rich.console import Group, RenderableType
 from rich.text import Text
 
-from kvforensics.causes.tail import FIX
 from kvforensics.errors import InputError
 from kvforensics.model import RunResult
 from kvforensics.model.decisions import ADDER_CALLS, BudgetState, Call, Decision
 from kvforensics.model.ledger import Step as Row
+from kvforensics.model.policies import FIX
 from kvforensics.report import _fmt
 from kvforensics.report.diff import diff_ledgers
 from kvforensics.report.ledgers import ledger_of, page_size_of, steps_of

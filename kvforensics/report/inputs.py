@@ -13,6 +13,7 @@ import polars as pl
 from kvforensics.errors import InputError
 from kvforensics.ledger_io import read_ledger
 from kvforensics.model import POLICIES, Config, RunResult
+from kvforensics.model.policies import AS_RAN, FIX
 from kvforensics.model.profiles import Profile, get_profile
 from kvforensics.progress import run_shown
 from kvforensics.report.ledgers import frame_of, normalize, policies_in, select_policy
@@ -71,7 +72,7 @@ def diff_inputs(
     """
     inputs = list(inputs)
     if len(inputs) == 1 and is_scenario(inputs[0]):
-        names = list(policies) if policies else ["prefix", "fixed"]
+        names = list(policies) if policies else [AS_RAN, FIX]
         if len(names) != 2:
             raise InputError(f"diff compares two policies; got {len(names)} ({', '.join(names)})")
         res = run_scenario(inputs[0], names)
@@ -123,8 +124,8 @@ def replay_inputs(
     are these)."""
     from kvforensics.replay import ReplayOptions, replay_logs
 
-    names = check_policies(list(policies) if policies else ["prefix", "fixed"])
-    others = tuple(p for p in names if p != "prefix")
+    names = check_policies(list(policies) if policies else [AS_RAN, FIX])
+    others = tuple(p for p in names if p != AS_RAN)
     rr = replay_logs(list(paths), replace(options or ReplayOptions(), policies=others))
     if not rr.results:
         raise InputError("these logs hold no round to replay")

@@ -14,8 +14,9 @@ from pathlib import Path
 import polars as pl
 
 from kvforensics.causes.oom import oom_words
-from kvforensics.causes.tail import AS_RAN, RootCause, held_root_cause
+from kvforensics.causes.tail import RootCause, held_root_cause
 from kvforensics.model import RunResult
+from kvforensics.model.policies import AS_RAN
 from kvforensics.replay import ReplayResult
 from kvforensics.replay.costs import CostReading
 from kvforensics.replay.verdict import FirstTokenDelay
@@ -108,7 +109,7 @@ def summary(rr: ReplayResult, names: list[str]) -> list[str]:
     )
     fates = []
     for p in names:
-        if p == "prefix" or p not in rr.results:
+        if p == AS_RAN or p not in rr.results:
             continue
         r = rr.results[p].oom
         fates.append(
@@ -158,8 +159,7 @@ def truncation(rr: ReplayResult, rc: RootCause) -> list[str]:
     nxt = rnd.decisions[i + 1] if 0 <= i < len(rnd.decisions) - 1 else None
     start, end = rc.victim_piece
     res = line_after(rr.events, v.where, "adder_result", v.rid) if v else None
-    cfg = rr.rebuild.config
-    align = cfg.get("align_size")
+    align = rr.rebuild.align_prov
     text = (
         f"With {v.rem_chunk_tokens if v else '?'} tokens of chunk budget left{_ref(v.where if v else None)}, "
         f"{rc.victim_rid} was truncated to [{start}, {end}){_ref(res)}. The "
@@ -352,7 +352,7 @@ def costs(rr: ReplayResult, names: list[str], readings: Sequence[CostReading]) -
 
 
 def _alternatives(readings: Sequence[CostReading], names: list[str]) -> list[str]:
-    others = [p for p in names if p != "prefix"]
+    others = [p for p in names if p != AS_RAN]
     rows = []
     for r in readings:
         delays = "; ".join(

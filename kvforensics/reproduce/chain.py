@@ -19,6 +19,7 @@ from typing import Any, NamedTuple, TypeVar
 
 from kvforensics.errors import InputError
 from kvforensics.model import OutOfMemory, RunResult, Step
+from kvforensics.model.policies import AS_RAN
 from kvforensics.reproduce.case import Case
 
 TAIL, OUTSIDE = "unreserved_tail", "external_allocation"
@@ -87,7 +88,7 @@ def finished(res: RunResult) -> bool:
 def find_chain(case: Case, fix: str) -> Chain | None:
     """The case's chain under ``prefix`` against ``fix``, or None when it shows neither."""
     try:
-        pre = run(case, "prefix")
+        pre = run(case, AS_RAN)
     except InputError:
         return None
     if pre.oom is None:
@@ -103,7 +104,7 @@ def find_chain(case: Case, fix: str) -> Chain | None:
 
 def _outside_chain(case: Case, pre: RunResult, fix: str) -> Chain | None:
     assert pre.oom is not None  # ``find_chain`` checks
-    if run(replace(case, outside=()), "prefix").oom is not None:
+    if run(replace(case, outside=()), AS_RAN).oom is not None:
         return None  # it runs out without the outside allocation too: not this cause
     return Chain(OUTSIDE, pre.oom, None, case.outside, run(case, fix).oom)
 

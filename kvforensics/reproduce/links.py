@@ -9,6 +9,7 @@ from dataclasses import replace
 from typing import NamedTuple
 
 from kvforensics.model import PrefillNode
+from kvforensics.model.policies import AS_RAN
 from kvforensics.model.sizing import ceil_page, memory_need, resumed_piece, tail_need
 from kvforensics.reproduce.case import Ask, Case, from_node
 from kvforensics.reproduce.chain import Chain, always
@@ -50,7 +51,7 @@ class LinkTest(NamedTuple):
 
 def state_at(case: Case, rnd: int) -> Case:
     """The case as it stands when round ``rnd`` of its ``prefix`` run begins."""
-    node = case.node("prefix")
+    node = case.node(AS_RAN)
     while node.round < rnd:
         node.step()
     return from_node(node, case.name)
@@ -84,7 +85,7 @@ def chain_round(case: Case, chain: Chain, fix: str) -> LinkTest | str:
     """The round where the intruder came through the gap, as the reproducer ran it."""
     lk = chain.truncation()
     st = state_at(case, lk.round)
-    node = case.node("prefix")
+    node = case.node(AS_RAN)
     rows = [s for s in node.run(lk.round + 1).ledger.rows if s.round == lk.round]
     order = [always(s.rid) for s in rows if s.call == "add_one_req"]
     upto = order[: order.index(lk.intruder) + 1]
@@ -107,7 +108,7 @@ def _checked(
 ) -> LinkTest | str:
     """The link's test when ``spec``'s last queued request gets in under ``prefix`` and not
     under ``fix`` (``resumed``: the gap is a resumed piece's), else why not."""
-    before, after = one_round(case, spec, "prefix"), one_round(case, spec, fix)
+    before, after = one_round(case, spec, AS_RAN), one_round(case, spec, fix)
     intruder = spec.queue[-1].rid
     if not admitted(before, intruder):
         return f"{intruder} is not admitted under prefix from this round's state"

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from kvforensics.errors import InputError
 from kvforensics.model import POLICIES
+from kvforensics.model.policies import AS_RAN
 from kvforensics.reproduce import limits
 from kvforensics.reproduce.case import Case, from_node, from_scenario
 from kvforensics.reproduce.chain import OUTSIDE, find_chain
@@ -160,7 +161,7 @@ def case_from_replay(rr: ReplayResult, name: str | None = None) -> Case:
             "reproduce reduces an unreserved tail or an outside allocation; the causes held "
             f"here are: {', '.join(held) or 'none'}"
         )
-    return from_node(rr.builder.build("prefix"), name or f"repro-{rr.rebuild.oom.rid or 'oom'}")
+    return from_node(rr.builder.build(AS_RAN), name or f"repro-{rr.rebuild.oom.rid or 'oom'}")
 
 
 def case_from_scenario(sc: Scenario, name: str) -> Case:
@@ -188,8 +189,8 @@ def make(
 ) -> Reproducer:
     """The reproducer of ``case`` (``logs``: it is a replay's start state, so what only the
     logs hold is among what it drops)."""
-    if fix not in POLICIES or fix == "prefix":
-        others = ", ".join(p for p in POLICIES if p != "prefix")
+    if fix not in POLICIES or fix == AS_RAN:
+        others = ", ".join(p for p in POLICIES if p != AS_RAN)
         raise InputError(f"unknown --policy {fix!r} for the fix; choose from {others}")
     start = for_target(case, target)
     if find_chain(start, fix) is None:

@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 from typing import NamedTuple
 
 from kvforensics.errors import InputError
+from kvforensics.model.policies import AS_RAN
 from kvforensics.reproduce.case import Ask, Case
 from kvforensics.reproduce.chain import Chain, find_chain
 
@@ -304,7 +305,7 @@ def why_not(case: Case, fix: str) -> str:
     from kvforensics.reproduce.chain import finished, run
 
     try:
-        pre = run(case, "prefix")
+        pre = run(case, AS_RAN)
     except InputError as exc:
         return f"not a valid scenario ({exc})"
     if pre.oom is None:

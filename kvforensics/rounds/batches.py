@@ -26,13 +26,36 @@ FIELDS = (
 )
 
 
+@dataclass(frozen=True, slots=True)
+class BatchValues:
+    """What one batch line prints of its round (None: not in this line's format)."""
+
+    new_seq: int | None = None
+    new_token: int | None = None
+    cached_token: int | None = None
+    token_usage: float | None = None
+    swa_token_usage: float | None = None
+    mamba_usage: float | None = None
+    running_req: int | None = None
+    queue_req: int | None = None
+    transferring_req: int | None = None
+    inflight_req: int | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        """The printed fields, in ``FIELDS`` order."""
+        return {k: v for k in FIELDS if (v := getattr(self, k)) is not None}
+
+
+assert tuple(BatchValues.__dataclass_fields__) == FIELDS, "one field a printed value"
+
+
 @dataclass(frozen=True)
 class BatchRound:
     index: int
     time: str | None
     rank: str
     where: str
-    values: dict[str, Any]
+    values: BatchValues
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -42,7 +65,7 @@ class BatchRound:
             "time": self.time,
             "rank": self.rank,
             "where": self.where,
-            **self.values,
+            **self.values.as_dict(),
         }
 
 
@@ -82,7 +105,7 @@ def batch_rounds(events: pl.DataFrame, rank: str | None = None) -> BatchRounds:
     cols = [c for c in FIELDS if c in own.columns]
     rounds = [
         BatchRound(
-            i, _time(ev), ev["rank"], where(ev), {c: ev[c] for c in cols if ev[c] is not None}
+            i, _time(ev), ev["rank"], where(ev), BatchValues(**{c: ev[c] for c in cols})
         )
         for i, ev in enumerate(own.iter_rows(named=True))
     ]

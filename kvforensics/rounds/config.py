@@ -12,6 +12,9 @@ from kvforensics.model.config import size_problems
 from kvforensics.rounds.provenance import GIVEN, OBSERVED, Prov, where
 
 #: config field -> (event kind, column) in the order they are looked for
+#: the setting a rebuild reads back by name (its checkpoint alignment's evidence)
+ALIGN_SIZE = "align_size"
+
 SOURCES = {
     "page_size": [("server_args", "page_size")],
     "chunked_prefill_size": [
@@ -23,14 +26,14 @@ SOURCES = {
         ("server_args", "max_prefill_tokens"),
     ],
     "pool_size": [("memory_config", "max_total_num_tokens")],
-    "align_size": [("checkpoint_align", "align_size")],
+    ALIGN_SIZE: [("checkpoint_align", "align_size")],
 }
 FLAGS = {
     "page_size": "--page-size",
     "chunked_prefill_size": "--chunk-size",
     "max_prefill_tokens": "--max-prefill-tokens",
     "pool_size": "--pool-size",
-    "align_size": "--align",
+    ALIGN_SIZE: "--align",
 }
 
 

@@ -22,6 +22,7 @@ import polars as pl
 
 from kvforensics.model import Config
 from kvforensics.rounds.batch_index import BatchSizes
+from kvforensics.rounds.config import ALIGN_SIZE
 from kvforensics.rounds.drop import Drop
 from kvforensics.rounds.provenance import DERIVED, INFERRED, OBSERVED, Prov
 from kvforensics.rounds.ranks import deciding_rank
@@ -78,6 +79,11 @@ class Rebuild:
     pending: Pending | None = None
     #: falls of the baseline that only silent rounds' evidence shows (``continuity.Drop``)
     drops: list[Drop] = field(default_factory=list)
+
+    @property
+    def align_prov(self) -> Prov | None:
+        """Where the checkpoint alignment came from (its line, or the flag)."""
+        return self.config.get(ALIGN_SIZE)
 
     def round_at(self, index: int) -> Round | None:
         """The round with this index, if it is held (a streamed replay keeps only some)."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from kvforensics.causes.oom import oom_words
-from kvforensics.causes.tail import FIX
+from kvforensics.model.policies import FIX
 from kvforensics.outputs import atomic_write_text
 from kvforensics.replay.whole_log import GapAdmission, Refusal
 from kvforensics.scan.fleet import Fleet

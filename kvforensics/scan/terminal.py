@@ -5,6 +5,7 @@ from __future__ import annotations
 from rich.console import Console, JustifyMethod
 from rich.table import Table
 
+from kvforensics.model.policies import FIX
 from kvforensics.replay.whole_log import WholeLog
 from kvforensics.scan.discover import short_names
 from kvforensics.scan.fleet import Fleet
@@ -63,7 +64,7 @@ def _cells(n: NodeScan, short: str) -> list[str]:
     wl = n.whole_log
     tight = wl.tightest() if wl is not None else None
     margin = f"{tight.margin}\nat {tight.round}" if tight else "-"
-    fixed = wl.refused.get("fixed") if wl is not None else None
+    fixed = wl.refused.get(FIX) if wl is not None else None
     refuses = "-"
     if fixed:
         delays = [x.delay_s for x in fixed if x.delay_s is not None]

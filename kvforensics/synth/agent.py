@@ -11,6 +11,7 @@ import random
 from pathlib import Path
 from typing import Any
 
+from kvforensics.model.policies import AS_RAN
 from kvforensics.scenario.loader import parse_scenario
 from kvforensics.synth.capture import Capture, capture_run
 from kvforensics.synth.clock import Clock
@@ -68,7 +69,7 @@ def agent_capture(seed: int = 7, requests: int = 400, **config: int) -> Capture:
         },
         name=f"agent-{seed}",
     )
-    cap = capture_run(sc.build_node("prefix"))
+    cap = capture_run(sc.build_node(AS_RAN))
     if cap.oom is not None:
         raise RuntimeError(f"agent traffic {seed} ran out of memory; it must not")
     return cap

@@ -12,6 +12,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+from kvforensics.model.policies import AS_RAN
 from kvforensics.scenario.loader import load_scenario
 from kvforensics.synth.agent import write_agent_node
 from kvforensics.synth.capture import capture_run
@@ -29,7 +30,7 @@ INCIDENT_START = "2026-11-02 15:16:26"
 
 def write_incident_node(out: Path) -> list[Path]:
     """The incident's rounds alone, as its three ranks logged them."""
-    cap = capture_run(load_scenario(INCIDENT).build_node("prefix"))
+    cap = capture_run(load_scenario(INCIDENT).build_node(AS_RAN))
     clock, cfg = Clock.at(INCIDENT_START), cap.cfg
     paths = []
     for rank, body in (

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from kvforensics.model import Config, Inflight, PagePool, PrefillNode, Request, Timing, get_policy
+from kvforensics.model.policies import AS_RAN
 from kvforensics.model.profiles import get_profile
 from kvforensics.synth.capture import Capture, capture_run
 from kvforensics.synth.clock import Clock
@@ -42,7 +43,7 @@ class Incident:
 
     def run(self) -> Capture:
         if self.capture is None:
-            self.capture = capture_run(self.build("prefix"))
+            self.capture = capture_run(self.build(AS_RAN))
             if self.capture.oom is None:
                 raise RuntimeError(f"{self.name}: the prefix run did not run out of memory")
         return self.capture
