@@ -441,7 +441,8 @@ def _unseen_takes(
             events[before] = events.get(before, 0) + slots
             return build.build(policy, events=events, record=False).run(MAX_ROUNDS).oom is not None
 
-        out[policy] = replace(h, unseen=least_take(runs_out, blind, pool=pool, page=page))
+        out[policy] = replace(h, unseen=least_take(runs_out, blind, pool=pool, page=page,
+                                                   first=start.index + 1))  # fmt: skip
     return out
 
 

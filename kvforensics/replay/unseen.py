@@ -24,19 +24,24 @@ class UnseenTake:
     """The least take outside the adder, before ``before_round``, that turns a policy's
     "no out of memory" into one; ``least_slots`` None when no take up to the pool does.
     ``blind``: every round before which the logged pool had nothing free (a take there
-    would have got nothing, and so shows in no line)."""
+    would have got nothing, and so shows in no line); ``at``: the blind round whose time
+    ``before_round`` stands for (a round apart where the policy's rounds ran otherwise)."""
 
     blind: tuple[int, ...]
     before_round: int
     least_slots: int | None
+    at: int | None = None
 
     def sentence(self) -> str:
         if self.least_slots is None:
             return "no take outside the adder the logs could not show undoes it"
+        when = f"before round {self.before_round}"
+        if self.at is not None and self.at != self.before_round:
+            when += f" under it (about the time of round {self.at} as the code ran)"
         return (
             f"unless something outside the adder took {self.least_slots} slots or more "
-            f"before round {self.before_round}, where the logs could not show it (nothing "
-            "was free there to take under the code as it ran)"
+            f"{when}, where the logs could not show it (nothing was free there to take "
+            "under the code as it ran)"
         )
 
     def as_dict(self) -> dict[str, Any]:
@@ -44,6 +49,7 @@ class UnseenTake:
             "blind_rounds": list(self.blind),
             "before_round": self.before_round,
             "least_slots": self.least_slots,
+            "as_ran_round": self.at,
         }
 
 
@@ -58,10 +64,15 @@ def blind_rounds(records: Sequence[RoundRecord], start: int, last: int, page: in
 
 
 def least_take(
-    runs_out: Callable[[int, int], bool], blind: tuple[int, ...], *, pool: int, page: int
+    runs_out: Callable[[int, int], bool],
+    blind: tuple[int, ...],
+    *,
+    pool: int,
+    page: int,
+    first: int | None = None,
 ) -> UnseenTake | None:
-    """The least take (whole pages) before one of the ``blind`` rounds for which
-    ``runs_out(round, slots)`` holds; None when no round is blind.
+    """The least take (whole pages) before one of the ``blind`` rounds, or a round either
+    side of one, for which ``runs_out(round, slots)`` holds; None when no round is blind.
 
     Args:
         runs_out: True when the policy, with that take added before that round, runs out
@@ -69,6 +80,8 @@ def least_take(
         blind: rounds before which a take would have left no trace (``blind_rounds``).
         pool: the largest take there can be (slots).
         page: the pool's page (slots).
+        first: the earliest round a take may precede (the round after the start); None:
+            the blind rounds only, no round either side.
 
     Returns:
         The least take found and its round; ``least_slots`` None when even a take of the
@@ -76,10 +89,14 @@ def least_take(
     """
     if not blind:
         return None
-    # the earliest and the latest blind round only: the work stays bounded on any window
-    tried = sorted({blind[0], blind[-1]})
-    best: tuple[int, int] | None = None
-    for r in tried:
+    # the earliest and the latest blind round only: the work stays bounded on any window.
+    # NOTE: a take happens at a time; under a policy whose rounds ran otherwise, the time
+    # of a blind round falls in the round before or after it (as the anchored events do).
+    ends = sorted({blind[0], blind[-1]})
+    near = (-1, 0, 1) if first is not None else (0,)
+    tried = sorted({(b + d, b) for b in ends for d in near if first is None or b + d >= first})
+    best: tuple[int, int, int] | None = None
+    for r, b in tried:
         top = pool // page
         if not runs_out(r, top * page):
             continue
@@ -91,7 +108,8 @@ def least_take(
         while hi - lo > 1:
             mid = (lo + hi) // 2
             lo, hi = (lo, mid) if runs_out(r, mid * page) else (mid, hi)
-        best = (r, hi * page)
+        if best is None or hi * page < best[1]:
+            best = (r, hi * page, b)
     if best is None:
         return UnseenTake(blind, blind[-1], None)
-    return UnseenTake(blind, best[0], best[1])
+    return UnseenTake(blind, best[0], best[1], best[2])

@@ -37,31 +37,44 @@ def test_a_policy_no_take_undoes():
 
 @given(
     pool_pages=st.integers(1, 5000),
-    first=st.integers(1, 6000),
-    last=st.integers(1, 6000),
-    rounds=st.lists(st.integers(1, 100), min_size=1, max_size=6, unique=True),
+    levels=st.lists(st.integers(1, 6000), min_size=3, max_size=3),
+    rounds=st.lists(st.integers(2, 100), min_size=1, max_size=6, unique=True),
+    first=st.integers(1, 101),
+    either_side=st.booleans(),
 )
-def test_the_least_take_is_the_threshold_in_whole_pages(pool_pages, first, last, rounds):
+def test_the_least_take_is_the_threshold_in_whole_pages(pool_pages, levels, rounds, first, either_side):
     """For a policy that runs out once a take reaches a threshold (one per round), the
-    answer is the least threshold over the earliest and latest blind round, rounded up to
-    a page; none where no threshold is within the pool."""
+    answer is the least threshold over the earliest and latest blind round (and, given
+    the first round a take may precede, the rounds either side of them from it on),
+    rounded up to a page; none where no threshold is within the pool."""
     blind = tuple(sorted(rounds))
     pool = pool_pages * PAGE
-    thr = {blind[0]: first * PAGE - 3, blind[-1]: last * PAGE - 7}
+    def thr(r: int) -> int:
+        return levels[r % 3] * PAGE - 3 - r % 5
+
+    near = (-1, 0, 1) if either_side else (0,)
+    tried = {b + d for b in {blind[0], blind[-1]} for d in near if not either_side or b + d >= first}
     calls: list[tuple[int, int]] = []
 
     def runs_out(r: int, x: int) -> bool:
-        assert x % PAGE == 0 and 0 < x <= pool and r in thr
+        assert x % PAGE == 0 and 0 < x <= pool and r in tried
         calls.append((r, x))
-        return x >= thr[r]
+        return x >= thr(r)
 
-    u = least_take(runs_out, blind, pool=pool, page=PAGE)
+    u = least_take(runs_out, blind, pool=pool, page=PAGE, first=first if either_side else None)
     assert u is not None and u.blind == blind
-    reach = {r: -(-t // PAGE) * PAGE for r, t in thr.items() if -(-t // PAGE) * PAGE <= pool}
+    reach = {r: -(-thr(r) // PAGE) * PAGE for r in tried if -(-thr(r) // PAGE) * PAGE <= pool}
     if not reach:
         assert u.least_slots is None
     else:
         assert u.least_slots == min(reach.values())
         assert reach[u.before_round] == u.least_slots
+        assert u.at in blind and abs(u.at - u.before_round) <= (1 if either_side else 0)
     # bounded work: a binary search per round searched
-    assert len(calls) <= 2 * (pool_pages.bit_length() + 2)
+    assert len(calls) <= len(tried) * (pool_pages.bit_length() + 2)
+
+
+def test_a_take_a_round_apart_is_named_with_the_round_it_stands_for():
+    u = UnseenTake((12,), 11, 4096, 12)
+    assert "before round 11 under it (about the time of round 12 as the code ran)" in u.sentence()
+    assert u.as_dict()["as_ran_round"] == 12
