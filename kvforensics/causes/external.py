@@ -99,7 +99,8 @@ def external_allocation(rr: Replayed) -> Cause:
 
 
 def _from_anchoring(found: Anchoring) -> Cause:
-    takes = [s for s in found.shifts if s.tokens > 0]
+    # a fall the first check's own prefix lock explains is the cache's, not a take
+    takes = [s for s in found.shifts if s.tokens > 0 and not s.lock]
     if not takes:
         return Cause(
             "external_allocation",

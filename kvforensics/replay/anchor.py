@@ -49,6 +49,9 @@ class Anchor:
     #: for ``baseline``: the least the first check's prefix lock took before its line was
     #: printed, where the rebuild found the evidence of it (``Round.first_lock``)
     lock: int = 0
+    #: for ``baseline``: the first check's device prefix (its line's ``prefix_len``): the
+    #: most its lock can take out of the evictable cache before the line is printed
+    prefix: int = 0
 
     def says(self) -> str:
         if self.kind == "piece":
@@ -76,12 +79,31 @@ class Shift:
         return self.tokens > 0 and self.anchor.kind != "piece" and self.anchor.value == 0
 
     @property
+    def lock(self) -> bool:
+        """A fall the first check's own prefix lock explains: no larger than the device
+        prefix its line shows, and placed in that round (the line is printed after the
+        lock; cache the run did not know of, come onto the device since its start)."""
+        a = self.anchor
+        return (
+            0 < self.tokens <= a.prefix and a.kind == "baseline"
+            and any(r == a.round for r, _ in self.placements)
+        )  # fmt: skip
+
+    @property
     def rounds(self) -> tuple[int, int]:
         """The earliest and latest round it may have happened before."""
         rs = [r for r, _ in self.placements]
         return min(rs), max(rs)
 
     def sentence(self) -> str:
+        if self.lock:
+            return (
+                f"{self.tokens} slots of cache locked at round {self.anchor.round}'s first "
+                f"check (derived: {self.anchor.says()} ({self.anchor.where}) against what the "
+                f"rounds since round {self.after} leave; its request's device prefix of "
+                f"{self.anchor.prefix} tokens, locked before the line is printed, was cache "
+                "the run did not hold)"
+            )
         lo, hi = self.rounds
         where = f"before round {lo}" if lo == hi else f"before one of rounds {lo}..{hi}"
         sizes = sorted({t for _, t in self.placements})
@@ -99,6 +121,7 @@ class Shift:
             "after_round": self.after,
             "observation": self.anchor.where,
             "placements": [list(p) for p in self.placements],
+            **({"lock": True} if self.lock else {}),
         }
 
 
@@ -158,8 +181,9 @@ def anchors(rb: Rebuild, start: Round) -> list[Anchor]:
             b = rnd.baseline
             if b.provenance == OBSERVED and b.value is not None:
                 lock = rnd.first_lock.value if rnd.first_lock and rnd.first_lock.value else 0
+                prefix = rnd.decisions[0].prefix_len if rnd.decisions else 0
                 out.append(Anchor(rnd.index, "baseline", b.value, ", ".join(b.evidence),
-                                  lock=lock))  # fmt: skip
+                                  lock=lock, prefix=prefix))  # fmt: skip
     out.append(Anchor(o.round, "oom", o.available, o.where or "", o.tokens, o.rid))
     return out
 

@@ -117,6 +117,7 @@ def test_worlds_at_every_setting(tmp_path, seed, setting, outside, fast):
         (23030, 29, True, True, "the window without transfer ends, a round early"),
         (31345, 344, True, False, "a last piece's write leaves its end open; PP3 pins it"),
         (31400, 399, False, True, "a waiting request's whole prefix evicted, not a part"),
+        (41395, 394, False, False, "a fall its first check's own prefix lock explains"),
     ],
 )  # fmt: skip
 def test_worlds_the_rebuild_once_misread(tmp_path, seed, setting, outside, fast, what):
@@ -163,3 +164,21 @@ def test_a_take_the_logs_could_not_show(tmp_path):
     # park waits for memory: no take undoes it, and its sentence says nothing of one
     assert rr.holds["park"].unseen is not None and rr.holds["park"].unseen.least_slots is None
     assert "outside the adder" not in rr.holds["park"].sentence()
+
+
+@pytest.mark.slow
+def test_a_take_the_logs_could_not_show_falls_a_round_earlier_under_the_fixes(tmp_path):
+    """As above, in the crash round itself: under the fixes the take's time falls in the
+    round before (their rounds ran otherwise), and they crash there. The replay names the
+    least such take, before that round, and the world's was as large."""
+    p = play(41099, setting=98, outside=True, fast=False)
+    assert "outside_unseen" in p.tags and _unseen_takes(p), "the world's premise"
+    crashed = [q for q in FIXES if p.policies[q].oom is not None]
+    assert crashed, "the world's premise"
+    rr = _replayed(p, tmp_path)
+    assert _oom(rr.results["prefix"].oom) == _oom(p.world.oom)
+    for policy in crashed:
+        u = rr.holds[policy].unseen
+        assert _agrees_or_names_the_take(rr, p, policy), (policy, rr.holds[policy].sentence())
+        assert u is not None and u.at == p.world.oom.round
+        assert f"{u.least_slots} slots or more before round {u.before_round}" in rr.holds[policy].sentence()
