@@ -628,7 +628,10 @@ class Rebuilder:
                 f"{done} (seq_len {seq}); placed where the model runs out of memory, at {start}",
             )
         if placed == "pinned" and start > done:
-            self._pinned_round(start, oom, rnd.time)
+            self._told_before_pinned(start, oom, rnd.time)
+            now = self._now()
+            if now is not None and now.done < start:
+                self._pinned_round(start, oom, rnd.time)
         self._gap(start, rnd.time)
         b = self._base()
         end = min(start + tokens, seq)
@@ -692,6 +695,26 @@ class Rebuilder:
             return moved, "moved"
         pinned = pinned_start(cfg, self.chunked, tokens, avail)
         return (pinned, "pinned") if pinned is not None else (start, None)
+
+    def _told_before_pinned(self, start: int, oom: LoggedOom, time: datetime | None) -> None:
+        """Silent rounds before the pinned one that other ranks' seated batch lines print:
+        the crash's availability sizes only the last round before it, so where the lines
+        show more rounds between, each is the size its line prints. One is taken only
+        where the pinned round after it still starts the crash piece at ``start``."""
+        cfg = self.cfg
+        assert oom.available is not None  # ``_oom`` checks
+        while (c := self._now()) is not None and c.done < start:
+            told = self.batch_sizes.size(time, 1, start - c.done, near=False)
+            if told is None:
+                return
+            end = c.done + told[0]
+            b = oom.available + cfg.pages_for(end, start)
+            if end < start and chunk_step(cfg, end, c.seq_len, b)[0] != start:
+                return
+            r = self._told_round(time, start)
+            if r is None:
+                return
+            self._emit(r)
 
     def _pinned_round(self, start: int, oom: LoggedOom, time: datetime | None) -> None:
         """The one silent round ``pinned_start`` found before the crash: the chunked
