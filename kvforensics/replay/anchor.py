@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from kvforensics.model import OutOfMemory, PrefillNode, RoundRecord
+from kvforensics.model.decisions import ADMITTED
 from kvforensics.rounds import Rebuild, Round
 from kvforensics.rounds.provenance import DERIVED, OBSERVED
 
@@ -52,6 +53,9 @@ class Anchor:
     #: for ``baseline``: the first check's device prefix (its line's ``prefix_len``): the
     #: most its lock can take out of the evictable cache before the line is printed
     prefix: int = 0
+    #: for ``baseline``: the device prefixes of the requests the round before admitted
+    #: after its first check (each lock held while its request runs)
+    held_prefixes: tuple[int, ...] = ()
 
     def says(self) -> str:
         if self.kind == "piece":
@@ -80,13 +84,17 @@ class Shift:
 
     @property
     def lock(self) -> bool:
-        """A fall the first check's own prefix lock explains: no larger than the device
-        prefix its line shows, and placed in that round (the line is printed after the
-        lock; cache the run did not know of, come onto the device since its start)."""
+        """A fall a prefix lock explains, of cache the run did not know of (come onto the
+        device since its start): the first check's own, no larger than the device prefix
+        its line shows and placed in that round (the line is printed after the lock); or
+        exactly the device prefix of a request the round before admitted after its first
+        check (the lock is held while the request runs)."""
         a = self.anchor
-        return (
-            0 < self.tokens <= a.prefix and a.kind == "baseline"
-            and any(r == a.round for r, _ in self.placements)
+        if a.kind != "baseline" or self.tokens <= 0:
+            return False
+        # the round before's later checks: a fall exactly one admitted request's prefix
+        return self.tokens in a.held_prefixes or (
+            self.tokens <= a.prefix and any(r == a.round for r, _ in self.placements)
         )  # fmt: skip
 
     @property
@@ -96,6 +104,14 @@ class Shift:
         return min(rs), max(rs)
 
     def sentence(self) -> str:
+        if self.lock and self.tokens in self.anchor.held_prefixes:
+            return (
+                f"{self.tokens} slots of cache locked before round {self.anchor.round} "
+                f"(derived: {self.anchor.says()} ({self.anchor.where}) against what the "
+                f"rounds since round {self.after} leave; a request admitted in the round "
+                f"before with a device prefix of {self.tokens} tokens holds its lock, cache "
+                "the run did not hold)"
+            )
         if self.lock:
             return (
                 f"{self.tokens} slots of cache locked at round {self.anchor.round}'s first "
@@ -176,6 +192,7 @@ def anchors(rb: Rebuild, start: Round) -> list[Anchor]:
     if o is None or o.round is None or o.available is None:
         return []
     out = []
+    held: tuple[int, ...] = ()  # the device prefixes the last logged round admitted
     for rnd in rb.rounds:
         if start.index < rnd.index <= o.round and rnd.observed and rnd.baseline is not None:
             b = rnd.baseline
@@ -183,7 +200,10 @@ def anchors(rb: Rebuild, start: Round) -> list[Anchor]:
                 lock = rnd.first_lock.value if rnd.first_lock and rnd.first_lock.value else 0
                 prefix = rnd.decisions[0].prefix_len if rnd.decisions else 0
                 out.append(Anchor(rnd.index, "baseline", b.value, ", ".join(b.evidence),
-                                  lock=lock, prefix=prefix))  # fmt: skip
+                                  lock=lock, prefix=prefix, held_prefixes=held))  # fmt: skip
+        if rnd.decisions and rnd.index > start.index:  # the start round's the run holds
+            held = tuple(d.prefix_len for d in rnd.decisions[1:]
+                         if d.prefix_len and d.decision in ADMITTED)  # fmt: skip
     out.append(Anchor(o.round, "oom", o.available, o.where or "", o.tokens, o.rid))
     return out
 
