@@ -157,7 +157,7 @@ def test_real_prefill_batch_lines_read_to_the_models_batches(multi_ref, tmp_path
     log.write_text("".join(f"[2026-12-01 11:00:{i:02d} TP0] {x}\n" for i, x in enumerate(lines)))
     events, _ = read_events([log])
     rounds = batch_rounds(events).rounds  # the stock log's batch-level rounds
-    got = [(r.values["new_seq"], r.values["new_token"], r.values["cached_token"]) for r in rounds]
+    got = [(r.values.new_seq, r.values.new_token, r.values.cached_token) for r in rounds]
     model = [r for r in model_run(spec) if r["pieces"]]
     want = [(len(r["pieces"]), r["new_token"],
              sum(c["start"] for c in r["calls"] if c["call"] == "add_one_req" and c["start"]))
