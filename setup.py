@@ -82,6 +82,8 @@ INTERPRETED = {
         "batches": _ONCE,
         "config": _ONCE,
         "drop": _ONCE,
+        "oom_place": "the rebuild's out-of-memory half (a mixin of the Rebuilder): once a "
+        "log, where the crash is placed",
         "ranks": _ONCE,
         "reconcile": "called by the rebuild where its walk meets the evidence; compiled "
         "with it",
