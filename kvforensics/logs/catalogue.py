@@ -6,6 +6,7 @@ debug lines differently; a user adapts the tool with ``--formats FILE`` (same sc
 
 from __future__ import annotations
 
+import functools
 import re
 import tomllib
 from dataclasses import replace
@@ -219,25 +220,30 @@ def load_catalogue(extra_formats: list[Path] | None = None) -> Catalogue:
     """Built-in formats, then the user's files. A user entry with a built-in's name
     replaces it; new user entries are tried first, so they can claim lines. A user's
     `[prefix]` replaces SGLang's. The samples of the user's files are run here: a
-    sample that does not parse as it says is a one-line error naming it."""
-    prefix: Prefix | None = None
-    builtin: list[Format] = []
-    for name, text in builtin_texts().items():
-        doc = _read_toml(text, name)
-        if "prefix" in doc:
-            prefix = _prefix(doc["prefix"], name, builtin=True)
-        builtin += [_format(e, name) for e in doc.get("format", [])]
-    assert prefix is not None, "prefix.toml is part of the package"
+    sample that does not parse as it says is a one-line error naming it.
 
-    wrappers = tuple(
-        _wrapper(e, name)
-        for name, text in builtin_texts().items()
-        for e in _read_toml(text, name).get("wrapper", [])
-    )
+    A run asks for the catalogue at several stages: the one for the same user files
+    (same paths, sizes and modification times) is built once."""
+    key = tuple(_file_key(Path(p)) for p in extra_formats or [])
+    return _load(key)
+
+
+def _file_key(path: Path) -> tuple[str, int, int]:
+    """What identifies a user's formats file for the cache (a changed file is read again)."""
+    try:
+        st = path.stat()
+    except OSError:
+        return (str(path), -1, -1)  # ``_read_user_file`` says what is wrong with it
+    return (str(path), st.st_size, st.st_mtime_ns)
+
+
+@functools.lru_cache(maxsize=16)
+def _load(key: tuple[tuple[str, int, int], ...]) -> Catalogue:
+    prefix, builtin, wrappers = _builtin()
     user: list[Format] = []
     user_prefix: Prefix | None = None
-    for path in extra_formats or []:
-        doc = _read_user_file(Path(path))
+    for path in (Path(k[0]) for k in key):
+        doc = _read_user_file(path)
         check_catalogue_shape(doc, str(path))
         if "prefix" in doc:
             user_prefix = _prefix(doc["prefix"], str(path), builtin=False)
@@ -255,10 +261,26 @@ def load_catalogue(extra_formats: list[Path] | None = None) -> Catalogue:
     formats = [replace(f, line_regex=_line_regex(f.regex, prefix, f.needs_prefix)) for f in formats]
     for f in formats:
         _check_regex(f.line_regex, f"{f.source}: format {f.name!r}")
-    cat = Catalogue(prefix, formats, wrappers)
-    if extra_formats:
+    cat = Catalogue(prefix, tuple(formats), wrappers)
+    if key:
         check_user_samples(cat, user, user_prefix)
     return cat
+
+
+@functools.cache
+def _builtin() -> tuple[Prefix, tuple[Format, ...], tuple[WrapperForm, ...]]:
+    """The shipped catalogue files, parsed and checked once a process."""
+    prefix: Prefix | None = None
+    builtin: list[Format] = []
+    wrappers: list[WrapperForm] = []
+    for name, text in builtin_texts().items():
+        doc = _read_toml(text, name)
+        if "prefix" in doc:
+            prefix = _prefix(doc["prefix"], name, builtin=True)
+        builtin += [_format(e, name) for e in doc.get("format", [])]
+        wrappers += [_wrapper(e, name) for e in doc.get("wrapper", [])]
+    assert prefix is not None, "prefix.toml is part of the package"
+    return prefix, tuple(builtin), tuple(wrappers)
 
 
 WRAPPER_GROUPS = ("time", "frac", "clock")

@@ -5,7 +5,7 @@ columns an event has. ``catalogue`` loads them from TOML; the readers only use t
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import polars as pl
@@ -159,10 +159,12 @@ class WrapperForm:
     source: str = ""
 
 
-@dataclass
+@dataclass(frozen=True)
 class Catalogue:
+    """Immutable: ``load_catalogue`` hands the same one to every reader of a run."""
+
     prefix: Prefix
-    formats: list[Format] = field(default_factory=list)
+    formats: tuple[Format, ...] = ()
     wrappers: tuple[WrapperForm, ...] = ()
 
     @property
