@@ -4,6 +4,7 @@ from outside the project (its own pages under docs/ say the same things)."""
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
@@ -14,7 +15,10 @@ LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)")
 #: a path whose first folder is the outside material's (with any ``../`` before it); the
 #: folder names are joined at run time so this file does not match itself
 OUTSIDE = re.compile(r"(?<![\w.-])(?:\.\./)*(?:" + "shared" + "|" + "spec" + r")/")
-SKIP_DIRS = {".git", ".hypothesis", ".pytest_cache", "__pycache__", ".ruff_cache", "node_modules"}
+SKIP_DIRS = {
+    ".git", ".hypothesis", ".pytest_cache", "__pycache__", ".ruff_cache", ".mypy_cache",
+    "node_modules", "build", "dist",
+}  # fmt: skip
 BINARY = {".png", ".gz", ".parquet", ".pyc", ".whl", ".so"}
 
 
@@ -36,14 +40,18 @@ def broken_links(page: Path, root: Path = ROOT) -> list[str]:
 
 
 def project_files(root: Path):
-    """Every file of the project tree that is text, virtual environments left out."""
-    for path in root.rglob("*"):
-        rel = path.relative_to(root).parts
+    """Every file of the project tree that is text, virtual environments and build output
+    left out (pruned, not walked: a virtual environment holds tens of thousands of files)."""
+    for folder, dirs, files in os.walk(root):
         # build output (an editable install's egg-info copies the README as it was then)
-        if any(p in SKIP_DIRS or p.startswith(".venv") or p.endswith(".egg-info") for p in rel):
-            continue
-        if path.is_file() and path.suffix not in BINARY:
-            yield path
+        dirs[:] = sorted(
+            d for d in dirs
+            if d not in SKIP_DIRS and not d.startswith(".venv") and not d.endswith(".egg-info")
+        )  # fmt: skip
+        for name in sorted(files):
+            path = Path(folder) / name
+            if path.suffix not in BINARY:
+                yield path
 
 
 def outside_citations(root: Path) -> list[str]:
