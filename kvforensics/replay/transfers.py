@@ -64,14 +64,14 @@ class Traffic:
         self.prev = r
 
     def before(self, index: int) -> tuple[Pairs, Pairs]:
-        """(seconds, tokens) of rises and of finished requests in rounds before ``index``,
+        """(round, seconds, tokens) of rises and of finished requests in rounds before ``index``,
         read back from the spools as they are iterated (as Python tuples they took more
         memory than the whole stream)."""
         return Pairs(self.frees, index), Pairs(self.finishes, index)
 
 
 class Pairs:
-    """The (seconds, tokens) of one spool's entries in rounds before ``index``.
+    """The (round, seconds, tokens) of one spool's entries in rounds before ``index``.
 
     NOTE: rounds are added in index order, so those entries are the spool's first ones."""
 
@@ -88,14 +88,14 @@ class Pairs:
     def __len__(self) -> int:
         return self.n
 
-    def __iter__(self) -> Iterator[tuple[float, int]]:
-        pairs = (zip(t, n, strict=True) for _, t, n in self.spool.chunks())
-        return islice(chain.from_iterable(pairs), self.n)
+    def __iter__(self) -> Iterator[tuple[int, float, int]]:
+        rows = (zip(r, t, n, strict=True) for r, t, n in self.spool.chunks())
+        return islice(chain.from_iterable(rows), self.n)
 
 
 def frees_and_finishes(rb: Rebuild, before: int) -> tuple[Pairs, Pairs]:
-    """(seconds, tokens) of observed baseline rises, and of requests that finished, in the
-    logged rounds before round ``before``."""
+    """(round, seconds, tokens) of observed baseline rises, and of requests that finished,
+    in the logged rounds before round ``before``."""
     traffic = Traffic(rb.cfg)
     for r in rb.rounds:
         if r.index >= before:
@@ -105,11 +105,12 @@ def frees_and_finishes(rb: Rebuild, before: int) -> tuple[Pairs, Pairs]:
 
 
 class Timeline(Protocol):
-    """(seconds, tokens) in time order, and how many: ``Pairs``, or a plain list of them."""
+    """(round, seconds, tokens) in round order, and how many: ``Pairs``, or a plain list of
+    them."""
 
     def __len__(self) -> int: ...
 
-    def __iter__(self) -> Iterator[tuple[float, int]]: ...
+    def __iter__(self) -> Iterator[tuple[int, float, int]]: ...
 
 
 def estimate_latency(
@@ -118,8 +119,11 @@ def estimate_latency(
     """Median delay between a request finishing and its memory coming back.
 
     Transfers end roughly in the order requests finished, so each observed rise is paid
-    out of the oldest finished requests not yet returned (first in, first out). Returns
-    (median seconds, (25th, 75th percentile)) or None when there is too little to go on.
+    out of the oldest finished requests not yet returned (first in, first out). A rise is
+    read at a logged round's first check, before that round's forward: only requests that
+    finished in an earlier round can have paid it (one that finished in the same second,
+    in that round or later, had not begun its transfer). Returns (median seconds, (25th,
+    75th percentile)) or None when there is too little to go on.
     """
     if len(frees) < 20 or len(finishes) < 20:
         return None
@@ -127,10 +131,10 @@ def estimate_latency(
     head = next(queue, None)
     # delay -> how many: a log's stamps give few distinct delays, so this stays small
     delays: Counter[float] = Counter()
-    for t, amount in frees:
+    for at, t, amount in frees:
         paid = 0
-        while head is not None and paid < amount and head[0] <= t:
-            t_fin, n = head
+        while head is not None and paid < amount and head[0] < at and head[1] <= t:
+            _, t_fin, n = head
             paid += n
             delays[t - t_fin] += 1
             head = next(queue, None)
