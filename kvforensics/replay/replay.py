@@ -565,7 +565,10 @@ def _transfer_model(
     if bound is not None:
         # NOTE: whole-second stamps floor both ends of the span: the rounds may have taken
         # up to a second less than the printed times say, and so may the transfers
-        readings[LOWER_BOUND] = bound if rr.has_ms else max(bound - 1.0, per_round)
+        # With millisecond stamps the window is the span itself: a transfer in flight at
+        # the start round began before it, so none ending before the crash bounds its
+        # time by the span from the start round's check to the crash, and no further.
+        readings[LOWER_BOUND] = span if rr.has_ms else max(bound - 1.0, per_round)
     if seconds is not None:
         notes.append(f"KV transfers take {seconds:.2f} s (given: --transfer-seconds)")
     else:
