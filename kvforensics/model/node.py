@@ -244,6 +244,7 @@ class PrefillNode:
         prefix_cache: PrefixSource | None = None,
         outside: dict[int, int] | None = None,
         hold_until: float = -math.inf,
+        evictions: dict[int, tuple[tuple[str, int], ...]] | None = None,
     ):
         self.cfg, self.policy, self.pool, self.profile = cfg, policy, pool, profile
         if profile.whole_page_free:
@@ -256,6 +257,9 @@ class PrefillNode:
         #: that round (an observed fact, replayed the same under every policy); a negative
         #: number is memory that came back (a KV transfer ended) before that round
         self.outside = dict(outside or {})
+        #: round -> cache entries cut to (key, tokens kept) just before that round: an
+        #: eviction the logs show (a later check finds less of its prefix on the device)
+        self.evictions = dict(evictions or {})
         #: no KV transfer ends before this time: until then memory comes back only through
         #: ``outside``'s returns (what the logs show), never on the transfer clock
         self.hold_until = hold_until
@@ -453,6 +457,9 @@ class PrefillNode:
     def _take_outside(self) -> None:
         """Slots taken before this round by something the adder does not account for; never
         more than the pool has (what is gone is gone), and held until the end of the run."""
+        if self.evictions:
+            for key, keep in self.evictions.pop(self.round, ()):
+                self.pool.evict_entry(key, keep)
         if not self.outside:
             return
         tokens = self.outside.pop(self.round, 0)
@@ -613,6 +620,7 @@ def start_node(
     outside: dict[int, int] | None = None,
     ops: bool = True,
     hold_until: float = -math.inf,
+    evictions: dict[int, tuple[tuple[str, int], ...]] | None = None,
 ) -> PrefillNode:
     """The one way to start the model mid-flight (``outside``: round -> tokens taken
     from the pool outside the adder; ``ops``: keep the pool's op log, which ``exec``
@@ -624,7 +632,8 @@ def start_node(
                        chunked=state.chunked, inflight=state.inflight, arrivals=arrivals,
                        timing=timing, profile=profile, first_round=state.first_round,
                        start_time=state.start_time, record=record, prefix_cache=prefix_cache,
-                       outside=outside, hold_until=hold_until)  # fmt: skip
+                       outside=outside, hold_until=hold_until,
+                       evictions=evictions)  # fmt: skip
 
 
 def _pool_at(cfg: Config, state: NodeState, ops: bool) -> PagePool:

@@ -261,6 +261,28 @@ class PagePool:
             need -= n
             self._op("evict", key=key, tokens=n)
 
+    def evict_entry(self, key: str, keep: int = 0) -> int:
+        """Cut evictable entry ``key`` to its first ``keep`` tokens (whole pages), the rest
+        freed: an eviction the logs show (a later check finds less of a prefix on the
+        device) where the model had no reason to evict. A locked or absent entry is left
+        as it is. Returns the slots freed (the baseline does not move)."""
+        n = self._evictable.get(key)
+        if n is None or n <= keep:
+            return 0
+        freed = n - keep
+        if self.paged:  # NOTE: free stays whole pages (``check``)
+            freed = freed // self.page_size * self.page_size
+        if not freed:
+            return 0
+        if freed < n:
+            self._evictable[key] = n - freed
+        else:
+            del self._evictable[key]
+        self._evict_total -= freed
+        self.free += freed
+        self._op("evict", key=key, tokens=freed)
+        return freed
+
     def can_allocate(self, tokens: int) -> bool:
         return tokens + self.swa_short <= self.free + self._evict_total
 

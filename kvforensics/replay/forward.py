@@ -11,7 +11,7 @@ from dataclasses import dataclass, field, replace
 from kvforensics.model import PrefillNode, Timing
 from kvforensics.model.profiles import FORK, Profile
 from kvforensics.replay.arrivals import Shown
-from kvforensics.replay.state import arrivals_after, node_at
+from kvforensics.replay.state import Eviction, arrivals_after, eviction_schedule, node_at
 from kvforensics.rounds import Rebuild, Round
 
 LOWER_BOUND = "no transfer ended before the crash (lower bound)"
@@ -47,6 +47,8 @@ class NodeBuilder:
     profile: Profile = FORK
     outside: Mapping[int, int] = field(default_factory=dict)
     hold_until: float = -math.inf
+    #: the cache evictions the logs show after the start, replayed under every policy
+    evictions: tuple[Eviction, ...] = ()
 
     def held(self, outside: Mapping[int, int], until: float) -> NodeBuilder:
         """The same start with other outside allocations and no transfer ending before
@@ -72,4 +74,5 @@ class NodeBuilder:
             unevictable=self.unevictable, swa_pool_size=self.swa_pool_size,
             profile=self.profile, ops=record, record=record,
             hold_until=self.hold_until if hold is None else hold,
+            evictions=eviction_schedule(self.evictions) if self.evictions else None,
         )  # fmt: skip

@@ -57,7 +57,7 @@ from kvforensics.replay.stages import (
     Runs,
     assemble,
 )
-from kvforensics.replay.state import chunk_slots, shared_slots
+from kvforensics.replay.state import chunk_slots, observed_evictions, shared_slots
 from kvforensics.replay.stock import NoAdderLines
 from kvforensics.replay.transfers import estimate_latency
 from kvforensics.replay.unseen import blind_rounds, least_take
@@ -317,9 +317,13 @@ def _builder(
     _note_arrivals(shown, start, timing.round_overhead_s, notes)
     stuck = _unevictable(rb, start, notes)
     swa = _swa_pool(rb, start, notes)
+    later = (r for r in rb.rounds if r.index > start.index)
+    evicted = observed_evictions(start, later, rb.cfg)
+    notes.extend(f"observed: {e.sentence()}" for e in evicted)
     return NodeBuilder(
         rb, start, tuple(shown), timing, tuple(inflight), unevictable=stuck,
         swa_pool_size=swa, profile=checked.profile.profile, outside=outside,
+        evictions=evicted,
     )  # fmt: skip
 
 

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from typing import Protocol
 
 from kvforensics.model import (
@@ -104,6 +105,64 @@ def _shared(rnd: Round, drops: dict[str, int]) -> dict[str, int]:
     }
 
 
+@dataclass(frozen=True, slots=True)
+class Eviction:
+    """Cache the logs show evicted: ``rid``'s check in ``round`` (``where``) finds a
+    device prefix of ``shown`` tokens where its check at the start round found
+    ``before``; its entry ``key`` is cut to ``keep`` tokens just before that round."""
+
+    round: int
+    rid: str
+    key: str
+    keep: int
+    before: int
+    shown: int
+    where: str
+
+    def sentence(self) -> str:
+        return (
+            f"{self.before - self.shown} tokens of {self.rid}'s cached prefix left the device "
+            f"before round {self.round} (observed: its check there ({self.where}) shows a "
+            f"device prefix of {self.shown}, where the start round's showed {self.before}); "
+            "evicted there under every policy"
+        )
+
+
+def observed_evictions(start: Round, later: Iterable[Round], cfg: Config) -> tuple[Eviction, ...]:
+    """The cache entries the logs show evicted after ``start``: a request whose lock at
+    ``start`` took a prefix out of the evictable cache (its entry ``prefix:<rid>``, the part
+    no other request held) is checked again later with a shorter device prefix, so that
+    much of the entry had left the device by then. The model evicts only for its own
+    allocations; this is an eviction something it does not see made (an outside
+    allocation, a finished transfer's cache pushing it out)."""
+    drops = lock_drops(start, cfg)
+    if not drops:
+        return ()
+    shared = _shared(start, drops)
+    least = {d.rid: d.prefix_len for d in start.decisions if d.rid in drops}
+    out: list[Eviction] = []
+    for rnd in later:
+        for d in rnd.decisions:
+            shown = least.get(d.rid)
+            if shown is None or d.prefix_len >= shown:
+                continue
+            least[d.rid] = d.prefix_len
+            # the shared part is the prefix's head (another request holds it): the entry
+            # is the tail, and the tail goes first
+            keep = max(0, d.prefix_len - shared.get(d.rid, 0))
+            out.append(Eviction(rnd.index, d.rid, f"prefix:{d.rid}", keep, shown,
+                                d.prefix_len, d.where))  # fmt: skip
+    return tuple(out)
+
+
+def eviction_schedule(evictions: Iterable[Eviction]) -> dict[int, tuple[tuple[str, int], ...]]:
+    """round -> the (key, tokens kept) a node cuts before that round."""
+    out: dict[int, list[tuple[str, int]]] = {}
+    for e in evictions:
+        out.setdefault(e.round, []).append((e.key, e.keep))
+    return {r: tuple(v) for r, v in out.items()}
+
+
 def node_at(
     rb: Sizes,
     rnd: Round,
@@ -121,12 +180,13 @@ def node_at(
     ops: bool = True,
     record: bool = True,
     hold_until: float = float("-inf"),
+    evictions: dict[int, tuple[tuple[str, int], ...]] | None = None,
 ) -> PrefillNode:
     """A node at the start of ``rnd``: its baseline, its chunked request, its queue, the
     requests that join it later (``arrivals``) (``swa_pool_size``: an SWA pool the logs
     show, not in the startup lines; ``ops``: keep the pool's op log, which only a run that
     ``exec`` may replay needs; ``record``: keep the ledger; ``hold_until``: no KV transfer
-    ends on the clock before this time)."""
+    ends on the clock before this time; ``evictions``: ``observed_evictions``)."""
     cfg: Config = rb.cfg
     if swa_pool_size is not None:
         cfg = cfg.with_(swa_pool_size=swa_pool_size)
@@ -166,6 +226,7 @@ def node_at(
     return start_node(
         cfg, get_policy(policy), state, arrivals=arrivals, timing=timing or _UNTIMED,
         outside=outside, profile=profile, ops=ops, record=record, hold_until=hold_until,
+        evictions=evictions,
     )  # fmt: skip
 
 

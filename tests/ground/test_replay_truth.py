@@ -120,6 +120,7 @@ def test_worlds_at_every_setting(tmp_path, seed, setting, outside, fast):
         (41395, 394, False, False, "a fall its first check's own prefix lock explains"),
         (51449, 448, False, False, "two silent rounds PP3 prints before the pinned one"),
         (51240, 239, True, True, "a fall a request admitted the round before locked"),
+        (61450, 449, True, True, "a refused prefix the logs show evicted by a take"),
     ],
 )  # fmt: skip
 def test_worlds_the_rebuild_once_misread(tmp_path, seed, setting, outside, fast, what):

@@ -45,3 +45,21 @@ def test_entries_stay_whole_and_the_baseline_only_falls_by_what_is_allocated(pag
         assert left == list(cache)[len(cache) - len(left):]
         assert pool.free >= 0 and pool.free % page == 0
         pool.check()
+
+
+def test_an_observed_eviction_cuts_the_entry_tail_in_whole_pages_and_keeps_the_baseline():
+    pool = PagePool(page_size=16, size=1024, free=64, evictable={"a": 320, "b": 160})
+    # the pages that hold the 100 tokens kept (112 slots), the rest freed
+    assert pool.evict_entry("a", keep=100) == 208
+    assert pool.cached("a") == 112 and pool.free == 64 + 208
+    assert pool.baseline() == 64 + 320 + 160  # evictable became free: the baseline holds
+    assert pool.evict_entry("b") == 160 and pool.cached("b") == 0
+    assert pool.evict_entry("b") == 0  # gone already
+    pool.check()
+    assert [(op.op, op.key, op.tokens) for op in pool.ops] == [("evict", "a", 208), ("evict", "b", 160)]
+
+
+def test_an_observed_eviction_leaves_a_locked_entry_alone():
+    pool = PagePool(page_size=16, size=1024, free=64, evictable={"a": 320})
+    pool.lock(("a",))
+    assert pool.evict_entry("a") == 0 and pool.cached("a") == 320
