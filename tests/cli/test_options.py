@@ -1,15 +1,13 @@
 """One set of options across commands; exit codes and small cases, as a user meets them."""
 
 import json
-import os
-import subprocess
-import sys
 
 import pytest
 import typer
 
 from kvforensics.cli import app
 from tests.conftest import FIXTURES, ROOT
+from tests.incli import run
 
 INC = FIXTURES / "logs" / "incident"
 SCENARIO = FIXTURES / "scenarios" / "incident-2026-11-02.toml"
@@ -25,17 +23,7 @@ INPUT_FLAGS = {
 
 
 def cli(*args, columns=None):
-    env = dict(os.environ)
-    if columns:
-        env["COLUMNS"] = str(columns)
-    return subprocess.run(
-        [sys.executable, "-m", "kvforensics", *map(str, args)],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        env=env,
-        timeout=300,
-    )
+    return run(*args, columns=columns, cwd=ROOT)
 
 
 def flags(command: str) -> set[str]:

@@ -1,23 +1,17 @@
 """`kvforensics simulate` as a user runs it."""
 
 import json
-import subprocess
-import sys
 
 import polars as pl
 
 from tests.conftest import FIXTURES
+from tests.incli import run
 
 INCIDENT = FIXTURES / "scenarios" / "incident-2026-11-02.toml"
 
 
 def cli(*args):
-    return subprocess.run(
-        [sys.executable, "-m", "kvforensics", *map(str, args)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    return run(*args)
 
 
 def test_json_per_policy():

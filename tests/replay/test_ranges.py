@@ -63,7 +63,7 @@ def small_ranges(monkeypatch: pytest.MonkeyPatch) -> Spy:
 def large_log(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("large") / "pp0.log"
     subprocess.run(
-        [sys.executable, str(ROOT / "scripts" / "make_large_log.py"), str(out), "--mb", "1"],
+        [sys.executable, str(ROOT / "scripts" / "make_large_log.py"), str(out), "--mb", "1", "--trace-limit", "1000"],
         check=True, capture_output=True, cwd=ROOT,
     )  # fmt: skip
     return out

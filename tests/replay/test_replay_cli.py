@@ -1,12 +1,11 @@
 """End to end: the incident logs through `rounds` and `replay`, as a user runs them."""
 
 import json
-import subprocess
-import sys
 
 import pytest
 
 from tests.conftest import FIXTURES
+from tests.incli import run
 
 INC = FIXTURES / "logs" / "incident"
 ROOT_FORMATS = FIXTURES.parent / "kvforensics" / "logs" / "formats"
@@ -14,12 +13,7 @@ B, C = "as-1keim4u1e8", "as-xpkq7d03n5"
 
 
 def cli(*args):
-    return subprocess.run(
-        [sys.executable, "-m", "kvforensics", *map(str, args)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    return run(*args)
 
 
 @pytest.fixture(scope="module")

@@ -1,7 +1,5 @@
 """diff, explain and report on the incident scenario."""
 
-import subprocess
-import sys
 
 import polars as pl
 import pytest
@@ -11,6 +9,7 @@ from kvforensics.ledger_io import read_frame, write_frame
 from kvforensics.report import diff_ledgers, explain_rid, explain_round, write_report
 from kvforensics.scenario import load_scenario
 from tests.conftest import FIXTURES, ROOT
+from tests.incli import run
 
 INCIDENT = FIXTURES / "scenarios" / "incident-2026-11-02.toml"
 B, C = "as-1keim4u1e8", "as-xpkq7d03n5"
@@ -153,12 +152,7 @@ def test_report_refuses_to_write_over_its_input(results, tmp_path):
 
 
 def cli(*args):
-    return subprocess.run(
-        [sys.executable, "-m", "kvforensics", *map(str, args)],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-    )
+    return run(*args, cwd=ROOT)
 
 
 def test_cli_diff_explain_report(tmp_path):

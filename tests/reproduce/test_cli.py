@@ -4,8 +4,6 @@ on input it cannot reduce."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import tomllib
 
 import pytest
@@ -13,14 +11,14 @@ import pytest
 from kvforensics.cli._inputs import LogOptions
 from kvforensics.reproduce.make import reproducer_for
 from tests.conftest import FIXTURES
+from tests.incli import run
 
 LOGS = [FIXTURES / "logs/incident" / n for n in ("pp0.log", "pp1.log.gz", "pp3.log")]
 SCENARIOS = FIXTURES / "scenarios"
 
 
 def cli(*args):
-    return subprocess.run([sys.executable, "-m", "kvforensics", *map(str, args)],
-                          capture_output=True, text=True, timeout=600)  # fmt: skip
+    return run(*args)
 
 
 @pytest.fixture(scope="module")

@@ -1,22 +1,14 @@
 """`kvforensics scan` and `replay`'s whole-log line, as a user runs them."""
 
 import json
-import os
-import subprocess
-import sys
 
 import polars as pl
 
+from tests.incli import run
+
 
 def cli(*args, columns=80):
-    env = {**os.environ, "COLUMNS": str(columns)}
-    return subprocess.run(
-        [sys.executable, "-m", "kvforensics", *map(str, args)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env=env,
-    )
+    return run(*args, columns=columns)
 
 
 def words(text: str) -> str:
