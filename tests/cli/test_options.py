@@ -1,6 +1,8 @@
 """One set of options across commands; exit codes and small cases, as a user meets them."""
 
 import json
+import subprocess
+import sys
 
 import pytest
 import typer
@@ -171,3 +173,19 @@ def test_rounds_of_a_release_log_with_a_rank_it_lacks_names_the_ranks_there():
     (line,) = r.stderr.strip().splitlines()
     assert "--rank PP0" in line and "PP3 in" in line and "pp3.log" in line
     assert cli("rounds", INC / "pp3.log", "--rank", "PP3", "--last", "1").returncode == 0
+
+
+def test_a_reader_that_closes_the_pipe_stops_the_command_quietly_with_exit_1():
+    """``replay ... | head -1``: a real process whose stdout's reader has gone."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "kvforensics", "replay", INC / "pp0.log", INC / "pp3.log",
+         "--no-progress"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT,
+    )  # fmt: skip
+    assert proc.stdout is not None and proc.stderr is not None
+    first = proc.stdout.readline()
+    proc.stdout.close()  # the reader goes away after one line
+    err = proc.stderr.read()
+    assert proc.wait(timeout=300) == 1
+    assert first.startswith(b"Read 2 file(s)")
+    assert err == b"", err
