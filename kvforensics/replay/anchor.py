@@ -76,6 +76,10 @@ class Shift:
     after: int
     anchor: Anchor
     placements: tuple[tuple[int, int], ...]
+    #: for memory given back: the most that meets the same observation (the logs bound a
+    #: return only from below where a piece the chunk budget caps or an interval absorbs
+    #: more); ``tokens`` where nothing more does, 0 for a take
+    most_back: int = 0
 
     @property
     def saturated(self) -> bool:
@@ -160,22 +164,40 @@ class Anchoring:
     unmet: tuple[Unmet, ...]
     #: the last round an observation holds the run to (transfers end on the clock after it)
     last_round: int
+    #: the out-of-memory round, where its line shows 0 available and the run met it: a
+    #: take just before it is hidden by that 0 (``schedule``'s ``swap``)
+    empty_oom: int | None = None
 
     def schedule(
-        self, base: dict[int, int], pick: int = 0, most: int = 0, offset: int = 0
-    ) -> dict[int, int]:
+        self, base: dict[int, int], pick: int = 0, most: int = 0, offset: int = 0,
+        swap: bool = False,
+    ) -> dict[int, int]:  # fmt: skip
         """``base`` plus every shift at its ``pick``-th placement (0: the latest; -1: the
         earliest; a shift with fewer placements takes its last). ``most``: a take that left
         nothing available is that many slots instead (it may have asked for more than
         there was: the logs show only what it got). ``offset``: every shift that many
         rounds later (< 0: earlier), never before the round after the start: an event
-        happened at a time, and under another policy that time may fall in another round."""
+        happened at a time, and under another policy that time may fall in another round.
+        ``swap``: every return at the most its observation allows, and what that adds
+        taken outside the adder just before the out-of-memory round (``can_swap``)."""
         out = dict(base)
+        extra = 0
         for s in self.shifts:
             r, t = s.placements[min(pick, len(s.placements) - 1) if pick >= 0 else pick]
             r = max(r + offset, s.after + 1) if offset else r
+            if swap and s.most_back < t < 0:
+                extra += t - s.most_back
+                t = s.most_back
             out[r] = out.get(r, 0) + (max(t, most) if most and s.saturated else t)
+        if extra and self.empty_oom is not None:
+            out[self.empty_oom] = out.get(self.empty_oom, 0) + extra
         return out
+
+    def can_swap(self) -> bool:
+        """Whether the observations are met as well by more memory back and something
+        outside the adder taking the difference before the crash round: a return the logs
+        bound only from below, and an out-of-memory line whose 0 available hides a take."""
+        return self.empty_oom is not None and any(s.most_back < s.tokens < 0 for s in self.shifts)
 
     def saturated(self) -> bool:
         return any(s.saturated for s in self.shifts)
@@ -434,10 +456,39 @@ def anchor_run(
             run, after = _advance(p.node, mark), mark.round
             continue
         (r, t, probe), *_ = found
-        shifts.append(Shift(r, t, after, mark, tuple((fr, ft) for fr, ft, _ in found)))
+        back = _most_back(run, r, t, mark, check, page) if t < 0 else 0
+        shifts.append(Shift(r, t, after, mark, tuple((fr, ft) for fr, ft, _ in found), back))
         run, after = _advance(probe.node, mark), mark.round
     unmet.extend(Unmet(m, f"the run stops in round {after}") for m in pending)
-    return Anchoring(tuple(shifts), tuple(unmet), after)
+    last = marks[-1] if marks else None
+    empty = (
+        last.round if last is not None and last.kind == "oom" and last.value == 0
+        and not any(u.anchor is last for u in unmet) else None
+    )  # fmt: skip
+    return Anchoring(tuple(shifts), tuple(unmet), after, empty)
+
+
+def _most_back(
+    base: PrefillNode, at: int, tokens: int, anchor: Anchor, check: Check, page: int
+) -> int:
+    """The largest return before round ``at`` that still meets ``anchor`` (``tokens`` < 0
+    is the least that does): up to all the KV still in transfer, halving between."""
+    held = sum(base.pool.held.get(t.rid, 0) for t in base.transfers())
+    meets, fails = -tokens, base.cfg.floor_page(held) + page
+    if fails - meets <= page:
+        return tokens
+    q = _probe(base, {at: -(fails - page)}, anchor, check)
+    if q.value == anchor.value and q.why is None:
+        return -(fails - page)
+    while fails - meets > page:
+        # NOTE: at least a page a step (the sizes found need not be whole pages)
+        mid = meets + ((fails - meets) // 2 // page * page or page)
+        q = _probe(base, {at: -mid}, anchor, check)
+        if q.value == anchor.value and q.why is None:
+            meets = mid
+        else:
+            fails = mid
+    return -meets
 
 
 def _consistent(

@@ -34,6 +34,10 @@ class Case:
     #: rounds later (< 0: earlier): it is a time too (the logged crash's), and under
     #: another policy that time may fall in another round
     hold: int = 0
+    #: more memory came back from KV transfers than the observations require, and
+    #: something outside the adder took the difference before the crash round (the
+    #: out-of-memory line's 0 available hides it): ``Anchoring.can_swap``
+    swap: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +61,7 @@ class HoldsFor:
         sizes = len({c.most for c in self.cases}) > 1
         moved = len({c.offset for c in self.cases}) > 1
         held = len({c.hold for c in self.cases}) > 1
+        swapped = len({c.swap for c in self.cases}) > 1
         parts = [f"every transfer time tried ({span})"]
         parts += ["every placement of the events the evidence allows"] if places else []
         parts += ["the events a round earlier or later"] if moved else []
@@ -64,6 +69,7 @@ class HoldsFor:
         parts += (
             ["whatever size the outside allocation had (the logs bound it below)"] if sizes else []
         )
+        parts += [_SWAP[True]] if swapped else []
         every = parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
         if self.answer == "no out of memory":
             u = self.unseen
@@ -138,11 +144,14 @@ class HoldsFor:
                 out.append(says[next(iter(seen))])
         if {c.most for c in ok} == {False} and self._decides("most"):
             out.append("what was taken outside the adder was no more than the logs show it got")
+        seen = {c.swap for c in ok}
+        if len(seen) == 1 and self._decides("swap"):
+            out.append(_SWAP_ONLY[next(iter(seen))])
         return out
 
     def _decides(self, name: str) -> bool:
         """Whether two cases that differ only in ``name`` give different answers."""
-        dims = ("seconds", "pick", "most", "offset", "hold")
+        dims = ("seconds", "pick", "most", "offset", "hold", "swap")
         rest = [d for d in dims if d != name]
         answers: dict[tuple[object, ...], set[bool]] = {}
         for c in self.cases:
@@ -158,6 +167,7 @@ class HoldsFor:
                 {"transfer_seconds": c.seconds, "placement": c.pick, "most": c.most, "oom": c.oom}
                 | ({"round_offset": c.offset} if c.offset else {})
                 | ({"hold_offset": c.hold} if c.hold else {})
+                | ({"more_back_and_taken": True} if c.swap else {})
                 for c in self.cases
             ],
         } | ({"unseen_take": self.unseen.as_dict()} if self.unseen is not None else {})
@@ -174,6 +184,18 @@ _OFFSET = {
     -1: "the events found between observations fall a round earlier under it",
     0: "the events found between observations fall in the rounds the logs place them in",
     1: "the events found between observations fall a round later under it",
+}
+_SWAP = {
+    True: "more memory back from KV transfers than the logs require with the difference "
+    "taken outside the adder before the crash round (the out-of-memory line's 0 available "
+    "would hide it)",
+}
+_SWAP_ONLY = {
+    False: "no more memory came back from KV transfers than the logs require (more back, "
+    "and the difference taken outside the adder before the crash round, meets the same "
+    "observations)",
+    True: "more memory came back from KV transfers than the logs require, and the "
+    "difference was taken outside the adder before the crash round",
 }
 _PICK = {
     0: "the events between silent rounds happened at the latest the evidence allows",
@@ -194,21 +216,23 @@ def tried_seconds(chosen: float, readings: dict[str, float], lower: float | None
     return sorted(s for s in got if lower is None or s >= lower)
 
 
-#: one case's schedule: (pick, most, offset, hold) as ``Case`` names them
-Pick = tuple[int, bool, int, int]
+#: one case's schedule: (pick, most, offset, hold, swap) as ``Case`` names them
+Pick = tuple[int, bool, int, int, bool]
 
 
 def holds_for(
     policy: str,
-    run: Callable[[float, int, bool, int, int], bool],
+    run: Callable[[float, int, bool, int, int, bool], bool],
     seconds: list[float],
     picks: list[Pick],
     allowed: tuple[float, float | None],
 ) -> HoldsFor:
-    """``run(seconds, pick, most, offset, hold)`` is True when the policy runs out of
-    memory then; ``picks``: the schedules to try (``Pick``)."""
+    """``run(seconds, pick, most, offset, hold, swap)`` is True when the policy runs out
+    of memory then; ``picks``: the schedules to try (``Pick``)."""
     cases = tuple(
-        Case(s, p, m, run(s, p, m, o, h), o, h) for s in seconds for p, m, o, h in picks
+        Case(s, p, m, run(s, p, m, o, h, w), o, h, w)
+        for s in seconds
+        for p, m, o, h, w in picks
     )
     ooms = {c.oom for c in cases}
     answer = (

@@ -392,23 +392,27 @@ def _sensitivity(
     lower = readings.get(LOWER_BOUND)
     chosen = transfer.seconds if transfer else timing.transfer_latency_s
     seconds = tried_seconds(chosen, readings, lower)
-    picks: list[Pick] = [(0, False, 0, 0)]
+    picks: list[Pick] = [(0, False, 0, 0, False)]
     if found is not None and found.variants() > 1:
-        picks.append((-1, False, 0, 0))
+        picks.append((-1, False, 0, 0, False))
     if found is not None and found.saturated():
-        picks += [(p, True, 0, 0) for p, _, _, _ in picks]
+        picks += [(p, True, 0, 0, False) for p, _, _, _, _ in picks]
     # NOTE: the events are placed by round under prefix, whose rounds the logs show; under
     # another policy the rounds run differently, and the time each event happened may
     # fall a round either side. So may the time the anchored window ends (the logged
     # crash's), before which no transfer ended.
-    moved = picks + [(p, m, o, 0) for p, m, _, _ in picks for o in (-1, 1)]
-    held = [(0, False, 0, h) for h in (-1, 1)] if math.isfinite(build.hold_until) else []
+    moved = picks + [(p, m, o, 0, False) for p, m, _, _, _ in picks for o in (-1, 1)]
+    held = [(0, False, 0, h, False) for h in (-1, 1)] if math.isfinite(build.hold_until) else []
+    if found is not None and _swap_meets(rb, build, found):
+        held.append((0, False, 0, 0, True))
     pool, per_round = rb.cfg.pool_size, timing.round_overhead_s
 
-    def run(policy: str) -> Callable[[float, int, bool, int, int], bool]:
-        def one(sec: float, pick: int, most: bool, offset: int, hold: int) -> bool:
+    def run(policy: str) -> Callable[[float, int, bool, int, int, bool], bool]:
+        def one(sec: float, pick: int, most: bool, offset: int, hold: int, swap: bool) -> bool:
             events: Mapping[int, int] = (
-                build.outside if found is None else found.schedule({}, pick, pool * most, offset)
+                build.outside
+                if found is None
+                else found.schedule({}, pick, pool * most, offset, swap)
             )
             until = build.hold_until + hold * per_round if hold else None
             node = build.build(policy, seconds=sec, events=events, hold=until, record=False)
@@ -423,6 +427,20 @@ def _sensitivity(
         mine = (moved if events else picks) + held if policy != AS_RAN else picks
         holds[policy] = holds_for(policy, run(policy), seconds, mine, allowed)
     return holds
+
+
+def _swap_meets(rb: Rebuild, build: NodeBuilder, found: Anchoring) -> bool:
+    """Whether more memory back and the difference taken before the crash round
+    (``Anchoring.can_swap``) is an account of the logs too: under ``prefix`` it runs
+    out exactly as the logged out-of-memory does."""
+    o = rb.oom
+    if o is None or not found.can_swap():
+        return False
+    node = build.build(AS_RAN, events=found.schedule({}, swap=True), record=False)
+    got = node.run(MAX_ROUNDS).oom
+    return got is not None and (got.round, got.rid, got.tokens, got.available) == (
+        o.round, o.rid, o.tokens, o.available,
+    )  # fmt: skip
 
 
 def _unseen_takes(

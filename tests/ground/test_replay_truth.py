@@ -185,3 +185,24 @@ def test_a_take_the_logs_could_not_show_falls_a_round_earlier_under_the_fixes(tm
         assert _agrees_or_names_the_take(rr, p, policy), (policy, rr.holds[policy].sentence())
         assert u is not None and u.at == p.world.oom.round
         assert f"{u.least_slots} slots or more before round {u.before_round}" in rr.holds[policy].sentence()
+
+
+@pytest.mark.slow
+def test_more_back_and_a_take_the_empty_crash_line_hides(tmp_path):
+    """Whole-second stamps; the KV in transfer at the start round came back at once, and
+    something outside the adder took part of it just before the crash round, leaving 0.
+    The logs are met as well by less coming back and no take, which the point estimate
+    holds; so every fix's "avoids it" must say it depends on that, and the case with more
+    back and the take runs out as the world did."""
+    p = play(71450, setting=449, outside=True, fast=True)
+    assert p.cause == "external_allocation" and p.world.oom.available == 0, "the world's premise"
+    crashed = [q for q in FIXES if p.policies[q].oom is not None]
+    assert crashed == ["fixed", "upstream", "drain"], "the world's premise"
+    rr = _replayed(p, tmp_path)
+    assert _oom(rr.results["prefix"].oom) == _oom(p.world.oom)
+    assert rr.anchoring.can_swap()
+    for policy in crashed:
+        h = rr.holds[policy]
+        assert h.answer == "depends", (policy, h.sentence())
+        assert any(c.swap and c.oom for c in h.cases), policy
+        assert "no more memory came back from KV transfers" in h.sentence()

@@ -62,7 +62,7 @@ def test_every_fix_avoids_the_incident_over_every_time_tried(by_seconds):
 
 def test_a_depending_answer_names_the_threshold():
     seconds = [1.0, 2.0, 4.0, 8.0]
-    h = holds_for("fixed", lambda s, _p, _m, _o, _h: s < 3.0, seconds, [(0, False, 0, 0)], (1.0, None))
+    h = holds_for("fixed", lambda s, _p, _m, _o, _h, _w: s < 3.0, seconds, [(0, False, 0, 0, False)], (1.0, None))
     assert h.answer == "depends"
     assert h.sentence() == (
         "depends on the unobserved: avoids it only if transfers take at least 4.00 s "
@@ -110,8 +110,8 @@ def test_an_event_a_round_either_side_is_a_case_of_its_own():
     assert found.schedule({}, 0, 0, 1) == {13: 512}
     assert found.schedule({}, -1, 0, -1) == {11: 512}  # round 11 is the earliest after 10
     assert found.schedule({}, 0, 0, -1) == {11: 512}
-    picks = [(0, False, 0, 0), (0, False, -1, 0), (0, False, 1, 0)]
-    h = holds_for("drain", lambda _s, _p, _m, o, _h: o > 0, [2.0], picks, (1.0, None))
+    picks = [(0, False, 0, 0, False), (0, False, -1, 0, False), (0, False, 1, 0, False)]
+    h = holds_for("drain", lambda _s, _p, _m, o, _h, _w: o > 0, [2.0], picks, (1.0, None))
     assert h.answer == "depends"
     assert "which round, under this policy, the events" in h.sentence()
     d = h.as_dict()["cases"]
@@ -122,8 +122,9 @@ def test_an_answer_names_only_the_unknowns_that_decide_it():
     """The logged crash's time bounds the transfers still running then; under another
     policy that time may fall a round earlier or later. An answer that turns on it and on
     the transfer time names both, and nothing that all its cases merely share."""
-    picks = [(0, False, 0, 0), (0, False, -1, 0), (0, False, 1, 0), (0, False, 0, -1), (0, False, 0, 1)]
-    h = holds_for("drain", lambda s, _p, _m, _o, hold: not (hold < 0 and s <= 1.0),
+    picks = [(0, False, 0, 0, False), (0, False, -1, 0, False), (0, False, 1, 0, False),
+             (0, False, 0, -1, False), (0, False, 0, 1, False)]  # fmt: skip
+    h = holds_for("drain", lambda s, _p, _m, _o, hold, _w: not (hold < 0 and s <= 1.0),
                   [1.0, 2.0, 4.0], picks, (1.0, None))  # fmt: skip
     assert h.answer == "depends"
     assert h.sentence() == (
@@ -134,3 +135,27 @@ def test_an_answer_names_only_the_unknowns_that_decide_it():
     assert [c.get("hold_offset", 0) for c in h.as_dict()["cases"]][:5] == [0, 0, 0, -1, 1]
     every = holds_for("park", lambda *_: False, [1.0, 2.0], picks, (1.0, None))
     assert every.sentence().endswith("and the transfers the logs hold back ending a round earlier or later")
+
+
+def test_more_back_and_the_difference_taken_before_the_crash_is_a_case_of_its_own():
+    """A return the logs bound only from below (a piece the chunk budget caps took no more
+    with more memory) and an out-of-memory line with 0 available: more may have come back,
+    and something outside the adder taken the difference just before the crash round,
+    which that 0 hides. The swapped schedule moves the return to its most and adds that
+    take; an answer that turns on it says so."""
+    piece = Anchor(11, "piece", 0, "round 11: ...")
+    back = Shift(11, -1024, 10, piece, ((11, -1024),), most_back=-4096)
+    found = Anchoring((back,), (), 12, empty_oom=12)
+    assert found.can_swap()
+    assert found.schedule({}) == {11: -1024}
+    assert found.schedule({}, swap=True) == {11: -4096, 12: 3072}
+    # no out-of-memory line showing 0 available: nothing hides a take, no swap
+    assert not Anchoring((back,), (), 12).can_swap()
+    picks = [(0, False, 0, 0, False), (0, False, 0, 0, True)]
+    h = holds_for("fixed", lambda _s, _p, _m, _o, _h, w: w, [2.0], picks, (1.0, None))
+    assert h.answer == "depends"
+    assert h.sentence().startswith(
+        "depends on the unobserved: avoids it only if no more memory came back from KV "
+        "transfers than the logs require"
+    )
+    assert [c.get("more_back_and_taken", False) for c in h.as_dict()["cases"]] == [False, True]
