@@ -211,7 +211,11 @@ def tried_seconds(chosen: float, readings: dict[str, float], lower: float | None
     hi = max([chosen, lo, *readings.values()])
     # NOTE: the chosen time is tried exactly: the policies' own runs use it, and an answer
     # can turn between it and its rounded value
-    got = {round(max(lo, 0.01), 2), chosen, round(hi, 2)}
+    # NOTE: the bound is rounded up, never down: rounded down it fell below itself and
+    # was filtered out below, and the fastest time the log allows was never tried
+    low = round(max(lo, 0.01), 2)
+    low = round(low + 0.01, 2) if low < lo else low
+    got = {low, chosen, round(hi, 2)}
     got.update(round(hi * k, 2) for k in BEYOND)
     return sorted(s for s in got if lower is None or s >= lower)
 

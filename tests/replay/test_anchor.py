@@ -70,6 +70,8 @@ def test_a_depending_answer_names_the_threshold():
     )
     assert tried_seconds(2.5, {"a": 1.0, "b": 3.0}, None) == [1.0, 2.5, 3.0, 6.0, 12.0]
     assert tried_seconds(2.5, {"a": 1.0}, 2.0)[0] == 2.0  # nothing below the log's bound
+    # a bound that is no whole hundredth is tried rounded up, not dropped
+    assert tried_seconds(4.0, {"a": 2.0}, 0.3842)[0] == 0.39
 
 
 def test_a_take_that_left_nothing_is_a_lower_bound():
