@@ -3,10 +3,6 @@ fuzzer: the exit code, stdout and stderr, without a new interpreter per run."""
 
 from __future__ import annotations
 
-import contextlib
-import io
-import os
-import sys
 from dataclasses import dataclass
 
 
@@ -19,22 +15,7 @@ class Outcome:
 
 
 def run_cli(*args, columns: int = 120) -> Outcome:
-    from kvforensics.cli import main
+    from tests.incli import run
 
-    out, err = io.StringIO(), io.StringIO()
-    argv, cols = sys.argv, os.environ.get("COLUMNS")
-    sys.argv = ["kvforensics", *map(str, args)]
-    os.environ["COLUMNS"] = str(columns)
-    code = 0
-    try:
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            main()
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-    finally:
-        sys.argv = argv
-        if cols is None:
-            os.environ.pop("COLUMNS", None)
-        else:
-            os.environ["COLUMNS"] = cols
-    return Outcome(code, out.getvalue(), err.getvalue())
+    got = run(*args, columns=columns)
+    return Outcome(got.returncode, got.stdout, got.stderr)
