@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from kvforensics.model import OutOfMemory
 from kvforensics.rounds.records import LoggedOom
 
 
@@ -32,6 +33,13 @@ class OomFigures:
             swa_available=o.swa_available,
             mamba_available=o.mamba_available,
         )
+
+    def met_by(self, got: OutOfMemory | None) -> bool:
+        """Whether a forward run's out-of-memory is this one exactly: round, request,
+        tokens asked and what was available (what "reproduces" means everywhere)."""
+        return got is not None and (got.round, got.rid, got.tokens, got.available) == (
+            self.round, self.rid, self.tokens, self.available,
+        )  # fmt: skip
 
     def as_dict(self) -> dict[str, object]:
         out: dict[str, object] = {

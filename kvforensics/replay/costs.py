@@ -32,15 +32,7 @@ class CostReading:
 
 
 def _same_oom(observed: OomFigures | None, got: OutOfMemory | None) -> bool | None:
-    o = observed
-    if o is None:
-        return None
-    return got is not None and (got.round, got.rid, got.tokens, got.available) == (
-        o.round,
-        o.rid,
-        o.tokens,
-        o.available,
-    )
+    return None if observed is None else observed.met_by(got)
 
 
 def _fits(

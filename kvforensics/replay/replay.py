@@ -282,11 +282,7 @@ def _run_policies(checked: Checked, options: ReplayOptions) -> Runs:
     holds: dict[str, HoldsFor] = {}
     anchoring = anchored.found if anchored is not None else None
     if rb.oom:
-        got = as_ran.oom
-        o = rb.oom
-        reproduced = got is not None and (got.round, got.rid, got.tokens, got.available) == (
-            o.round, o.rid, o.tokens, o.available,
-        )  # fmt: skip
+        reproduced = OomFigures.of(rb.oom).met_by(as_ran.oom)
         holds = _sensitivity(rb, build, timing, readings, transfer, anchoring, results)
         if reproduced:
             holds = _unseen_takes(rb, build, start, as_ran, holds)
@@ -433,14 +429,10 @@ def _swap_meets(rb: Rebuild, build: NodeBuilder, found: Anchoring) -> bool:
     """Whether more memory back and the difference taken before the crash round
     (``Anchoring.can_swap``) is an account of the logs too: under ``prefix`` it runs
     out exactly as the logged out-of-memory does."""
-    o = rb.oom
-    if o is None or not found.can_swap():
+    if rb.oom is None or not found.can_swap():
         return False
     node = build.build(AS_RAN, events=found.schedule({}, swap=True), record=False)
-    got = node.run(MAX_ROUNDS).oom
-    return got is not None and (got.round, got.rid, got.tokens, got.available) == (
-        o.round, o.rid, o.tokens, o.available,
-    )  # fmt: skip
+    return OomFigures.of(rb.oom).met_by(node.run(MAX_ROUNDS).oom)
 
 
 def _unseen_takes(
