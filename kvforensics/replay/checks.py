@@ -54,6 +54,8 @@ _DECISION = attrgetter(*Decision.__dataclass_fields__)
 _PIECE = attrgetter("rid", "start", "end", "kind")
 
 
+# the join's ``JoinedChecks`` (replay/ranges.py, interpreted) is a subclass
+@mypyc_attr(allow_interpreted_subclasses=True)
 class Checks:
     """The re-runs in this process. ``known``: the configuration and the live prompt
     lengths (``Known``); ``whole``: gather the whole-log findings too."""

@@ -32,22 +32,30 @@ def _json(path: Path, jobs: int, window: int = replay_mod.WINDOW) -> str:
 
 
 class Spy:
-    """The joins ``replay`` made (None where it made the one pass instead)."""
+    """The joins ``replay`` made and used (None where it made the one pass instead: the
+    join failed, or anything after it did, which the one pass would hide)."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.joins: list[ranges.Joined | None] = []
-        real = ranges.run_ranges
+        made: list[ranges.Joined] = []
+        real_run, real_ranged = ranges.run_ranges, replay_mod._ranged
 
-        def spy(*a: object, **k: object) -> ranges.Joined:
+        def run(*a: object, **k: object) -> ranges.Joined:
+            made.append(real_run(*a, **k))  # type: ignore[arg-type]
+            return made[-1]
+
+        def ranged(*a: object, **k: object) -> object:
+            made.clear()
             try:
-                got = real(*a, **k)  # type: ignore[arg-type]
-            except ranges.NotRanged:
+                got = real_ranged(*a, **k)  # type: ignore[arg-type]
+            except Exception:
                 self.joins.append(None)
                 raise
-            self.joins.append(got)
+            self.joins.append(made[-1])
             return got
 
-        monkeypatch.setattr(replay_mod, "run_ranges", spy)
+        monkeypatch.setattr(replay_mod, "run_ranges", run)
+        monkeypatch.setattr(replay_mod, "_ranged", ranged)
 
 
 @pytest.fixture
