@@ -42,14 +42,20 @@ COMPILED_MODULES = {
         "sizing",
     ),
     "rounds": (
+        "batch_index",
         "compact",
         "continuity",
         "crosscheck",
+        "oom_place",
+        "packed",
         "provenance",
+        "rebuild",
+        "reconcile",
         "records",
         "rows",
         "segment",
         "stream",
+        "walk",
     ),
     "replay": (
         "arrivals",
@@ -77,21 +83,11 @@ INTERPRETED = {
     },
     "rounds": {
         "__init__": "only re-exports",
-        "batch_index": "per round, a few array reads (seating a round on its batch line); "
-        "its index is built once a log",
         "batches": _ONCE,
         "config": _ONCE,
         "drop": _ONCE,
-        "oom_place": "the rebuild's out-of-memory half (a mixin of the Rebuilder): once a "
-        "log, where the crash is placed",
         "ranks": _ONCE,
-        "reconcile": "called by the rebuild where its walk meets the evidence; compiled "
-        "with it",
-        "rebuild": "hot (the round-by-round rebuild), but its walk re-reads self.chunked "
-        "after calls that may clear it, where mypy keeps the narrowed Chunked and mypyc "
-        "would check for one (a TypeError on None); compiled once those reads are rewritten",
         "source": _ONCE,
-        "walk": "the rebuild's walk of silent rounds; compiled with the rebuild",
         "writers": "the NDJSON/Parquet edge: json and polars do the work",
     },
     "replay": {

@@ -13,13 +13,13 @@ from types import ModuleType
 from kvforensics.causes import gaps
 from kvforensics.model import adder, budget, node, pool, request, sizing
 from kvforensics.replay import checks, passes, state, transfers, whole_log
-from kvforensics.rounds import compact, records, rows, segment, stream
+from kvforensics.rounds import compact, packed, rebuild, records, rows, segment, stream
 
 #: each part a compiled build compiles, by the modules of its hot path (a build compiles
 #: them all, or none). ``replay`` takes in ``causes/gaps.py``, which its re-runs call.
 PARTS: dict[str, tuple[ModuleType, ...]] = {
     "model": (adder, budget, node, pool, request, sizing),
-    "rounds": (compact, records, rows, segment, stream),
+    "rounds": (compact, packed, rebuild, records, rows, segment, stream),
     "replay": (checks, passes, state, transfers, whole_log, gaps),
 }
 #: every module of the hot path

@@ -33,7 +33,6 @@ from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
-from operator import attrgetter
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -58,19 +57,15 @@ from kvforensics.model import Config
 from kvforensics.model.profiles import Profile
 from kvforensics.replay.checks import Checks, Known
 from kvforensics.replay.passes import WINDOW
-from kvforensics.rounds.compact import pack_time, unpack_time
 from kvforensics.rounds.continuity import Continuity
 from kvforensics.rounds.crosscheck import merge_spans
 from kvforensics.rounds.drop import Drop
+from kvforensics.rounds.packed import light, pack, unpack
 from kvforensics.rounds.provenance import Prov
 from kvforensics.rounds.rebuild import Chunked, Rebuilder
 from kvforensics.rounds.records import (
-    BatchLine,
     Contradiction,
-    Decision,
     LoggedOom,
-    Piece,
-    PlanReplay,
     Round,
 )
 from kvforensics.rounds.rows import rows_of
@@ -149,7 +144,7 @@ class PartResult:
     """What a worker sends back; round numbers are its own (the join moves them)."""
 
     index: int
-    #: the rounds owned, packed (``pack``)
+    #: the rounds owned, packed (``rounds/packed.py``)
     rounds: list[tuple[Any, ...]] = field(default_factory=list)
     #: per owned round, the prompt lengths set since the round before (in order)
     sets: list[list[tuple[str, int]]] = field(default_factory=list)
@@ -179,64 +174,21 @@ class PartResult:
     rerun: int = 0
     refused: dict[str, list[tuple[int, str]]] = field(default_factory=dict)
     nul: int = 0
-    #: positions in ``rounds`` packed without their evidence (``_light``)
+    #: positions in ``rounds`` packed without their evidence (``packed.light``)
     light: list[int] = field(default_factory=list)
     #: ``rounds`` and ``sets`` as ``marshal`` bytes once the worker is done (``_seal``):
-    #: pickling a million small tuples costs more than the re-runs; their out-of-memory
-    #: lines (objects) apart, by position
+    #: pickling a million small tuples costs more than the re-runs
     blob: bytes = b""
+    #: the out-of-memory lines of the rounds owned (objects: they travel apart), by position
     ooms: dict[int, LoggedOom] = field(default_factory=dict)
 
 
-_DECISION = attrgetter(*Decision.__dataclass_fields__)
-_PIECE = attrgetter(*Piece.__dataclass_fields__)
-# marshal takes plain values only: a round's batch line and replayed plans go as tuples
-_BATCH = attrgetter(*BatchLine.__dataclass_fields__)
-_REPLAY = attrgetter(*PlanReplay.__dataclass_fields__)
-
-
-def _pack_prov(p: Prov | None) -> tuple[Any, ...] | None:
-    return None if p is None else (p.value, p.provenance, p.evidence, p.interval)
-
-
-def _unpack_prov(t: tuple[Any, ...] | None) -> Prov | None:
-    return None if t is None else Prov(*t)
-
-
-def pack(rnd: Round) -> tuple[Any, ...]:
-    """A round as plain values: pickled and rebuilt in a fifth of the time of the objects."""
-    return (
-        rnd.index, rnd.time, [_DECISION(d) for d in rnd.decisions],
-        [_PIECE(p) for p in rnd.pieces], rnd.as_writes, _pack_prov(rnd.baseline),
-        _pack_prov(rnd.baseline_end), rnd.forwarded, rnd.oom,
-        None if rnd.batch is None else _BATCH(rnd.batch), [_REPLAY(x) for x in rnd.replays],
-        _pack_prov(rnd.first_lock),
-    )  # fmt: skip
-
-
-def _light(t: tuple[Any, ...]) -> tuple[Any, ...]:
-    """A packed round without its evidence (file:line and rule texts): what the join's
-    counting reads of a round it will not keep."""
-    index, time, decisions, pieces, _, base, base_end, fwd, oom, batch, replays, lock = t
-    decisions = [(*d[:8], "", *d[9:]) for d in decisions]
-    pieces = [(*p[:5], [], *p[6:]) for p in pieces]
-    base = None if base is None else (base[0], base[1], [], base[3])
-    base_end = None if base_end is None else (base_end[0], base_end[1], [], base_end[3])
-    lock = None if lock is None else (lock[0], lock[1], [], lock[3])
-    return index, time, decisions, pieces, [], base, base_end, fwd, oom, batch, replays, lock
-
-
 def _seal(out: PartResult) -> None:
-    """``out.rounds`` and ``out.sets`` into ``out.blob`` (times as integers, the
-    out-of-memory lines apart); left as they are where a value is not plain data."""
-    rows = []
-    for i, t in enumerate(out.rounds):
-        if t[8] is not None:
-            out.ooms[i] = t[8]
-        rows.append((t[0], pack_time(t[1]), *t[2:8], None, *t[9:]))
+    """``out.rounds`` and ``out.sets`` into ``out.blob``; left as they are where a value
+    is not plain data (they go pickled)."""
     try:
-        out.blob = marshal.dumps((rows, out.sets))
-    except ValueError:  # a value marshal does not take: the rounds go pickled
+        out.blob = marshal.dumps((out.rounds, out.sets))
+    except ValueError:  # a value marshal does not take
         return
     out.rounds, out.sets = [], []
 
@@ -252,38 +204,7 @@ def _opened(r: PartResult) -> tuple[list[tuple[Any, ...]], list[list[tuple[str, 
     finally:
         if enabled:
             gc.enable()
-    rounds = [(t[0], unpack_time(t[1]), *t[2:8], r.ooms.get(i), *t[9:])
-              for i, t in enumerate(rows)]  # fmt: skip
-    return rounds, sets
-
-
-def unpack(t: tuple[Any, ...], shift: int = 0) -> Round:
-    """``pack``'s round again, its number moved by ``shift``."""
-    index, time, decisions, pieces, writes, base, base_end, fwd, oom, batch, replays, lock = t
-    if oom is not None and oom.round is not None and shift:
-        oom = dataclasses.replace(oom, round=oom.round + shift)
-    return Round(
-        index + shift, time, [Decision(*d) for d in decisions], [Piece(*p) for p in pieces],
-        writes, _unpack_prov(base), _unpack_prov(base_end), first_lock=_unpack_prov(lock),
-        forwarded=fwd, oom=oom, batch=None if batch is None else BatchLine(*batch),
-        replays=[PlanReplay(*x) for x in replays],
-    )  # fmt: skip
-
-
-class _Recorder(dict[str, int]):
-    """The rebuild's prompt lengths, each set also noted for the join to replay in order."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.noted: list[tuple[str, int]] = []
-
-    def __setitem__(self, key: str, value: int) -> None:
-        self.noted.append((key, value))
-        super().__setitem__(key, value)
-
-    def take(self) -> list[tuple[str, int]]:
-        out, self.noted = self.noted, []
-        return out
+    return rows, sets
 
 
 # -- planning -------------------------------------------------------------------------
@@ -441,8 +362,9 @@ class _Worker:
         self.ls = LogStream([self.path], dict(opts.overrides), opts.rank, opts.formats, hold=True)
         self._head()
         rb = self.rebuilder
-        self.lens = _Recorder()
+        self.lens: dict[str, int] = {}
         rb.seq_lens = self.lens
+        rb.noted = []  # each prompt length the rebuild sets, for the join to set in order
         self._late = rb._late  # rebound only when the rebuild finishes
         assert self.ls.cfg is not None
         self._cont = Continuity(self.ls.cfg.page_size)
@@ -488,7 +410,7 @@ class _Worker:
         recent: deque[Round] = deque(maxlen=AGREE)
         owning = p.index == 0
         for rnd in self._rounds():
-            sets = self.lens.take()
+            sets, self.rebuilder.noted = self.rebuilder.noted or [], []
             line = _first_line(rnd)
             if not owning:
                 if line is None or line < lo:
@@ -515,6 +437,8 @@ class _Worker:
 
     def _own(self, rnd: Round, sets: list[tuple[str, int]]) -> None:
         """A round of this range: packed for the join, re-run, its truncations noted."""
+        if rnd.oom is not None:
+            self.out.ooms[len(self.out.rounds)] = rnd.oom
         self.out.rounds.append(pack(rnd))
         self.out.sets.append(sets)
         if self.checks is not None:
@@ -552,7 +476,7 @@ class _Worker:
         whole.update(i - start for got in out.refused.values() for i, _ in got)
         for i in range(n):
             if i not in whole:
-                out.rounds[i] = _light(out.rounds[i])
+                out.rounds[i] = light(out.rounds[i])
                 out.light.append(i)
 
     def _boundary(self, rnd: Round, before: deque[Round]) -> Boundary:
@@ -718,8 +642,8 @@ class Joined:
             r.blob = b""
             if rows:
                 self._light.append((rows[0][0] + d, set(r.light)))
-            for packed, sets in zip(rows, every, strict=True):
-                rnd = unpack(packed, d)
+            for i, (packed, sets) in enumerate(zip(rows, every, strict=True)):
+                rnd = unpack(packed, d, r.ooms.get(i))
                 if rnd.index in want:
                     self.refused_rounds[rnd.index] = rnd
                 yield rnd, sets

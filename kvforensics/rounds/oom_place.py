@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import datetime
-from typing import TYPE_CHECKING
 
 from kvforensics.model import Config
 from kvforensics.rounds.batch_index import BatchSizes
@@ -43,17 +42,30 @@ class OomPlacement:
     _held: list[Round]
     _last: Round | None
 
-    if TYPE_CHECKING:  # the walk's steps, defined by the ``Rebuilder``
+    # the walk's steps, defined by the ``Rebuilder`` (plain methods, not declarations
+    # under TYPE_CHECKING: the compiled build takes no statement in a class body)
+    def _emit(self, rnd: Round) -> None:
+        raise NotImplementedError
 
-        def _emit(self, rnd: Round) -> None: ...
-        def _contradiction(self, what: str, detail: str) -> None: ...
-        def _now(self) -> Chunked | None: ...
-        def _base(self) -> int: ...
-        def _allowance(self, time: datetime | None) -> int: ...
-        def _told_round(self, time: datetime | None, until: int) -> Round | None: ...
-        def _gap(
-            self, until: int, time: datetime | None, *, stop: Callable[[int], bool] | None = None
-        ) -> None: ...
+    def _contradiction(self, what: str, detail: str) -> None:
+        raise NotImplementedError
+
+    def _now(self) -> Chunked | None:
+        raise NotImplementedError
+
+    def _base(self) -> int:
+        raise NotImplementedError
+
+    def _allowance(self, time: datetime | None) -> int:
+        raise NotImplementedError
+
+    def _told_round(self, time: datetime | None, until: int) -> Round | None:
+        raise NotImplementedError
+
+    def _gap(
+        self, until: int, time: datetime | None, *, stop: Callable[[int], bool] | None = None
+    ) -> None:
+        raise NotImplementedError
 
     def _oom(self, rnd: Round) -> LoggedOom:
         """The logged out-of-memory: the chunked request's piece of that size. Returns it

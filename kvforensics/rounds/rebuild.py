@@ -121,6 +121,9 @@ class Rebuilder(OomPlacement):
         self.block: int | None = None  # the AttentionStore block size, once a write is seen
         self.contradictions: list[Contradiction] = []
         self.seq_lens: dict[str, int] = {}
+        #: each prompt length set, in order, where a caller asks (a list, not None): the
+        #: byte-range join sets them again in the same order (``replay/ranges.py``)
+        self.noted: list[tuple[str, int]] | None = None
         self.oom: LoggedOom | None = None  # the last out-of-memory line, once placed
         self._placed: LoggedOom | None = None  # the last one placed so far
         self.chunked: Chunked | None = None
@@ -349,6 +352,8 @@ class Rebuilder(OomPlacement):
             self._resumed(rnd, first)
         for d in rnd.decisions:
             self.seq_lens[d.rid] = d.seq_len
+            if self.noted is not None:
+                self.noted.append((d.rid, d.seq_len))
             if d.decision in ("full", "truncated") and d.start is not None and d.end is not None:
                 rnd.pieces.append(Piece(d.rid, d.start, d.end, "new", OBSERVED, [d.where]))
                 if d.decision == "truncated":

@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
+from mypy_extensions import mypyc_attr
+
 from kvforensics.model import Config, sizing
 from kvforensics.rounds.provenance import INFERRED, Prov
 from kvforensics.rounds.records import Decision, Piece, Round
@@ -21,6 +23,9 @@ from kvforensics.rounds.records import Decision, Piece, Round
 MAX_ROUNDS_PER_SECOND = 1000
 
 
+# compiled, a plain class: pickle (a byte-range worker's boundary holds one) cannot set
+# a native frozen dataclass's fields
+@mypyc_attr(native_class=False)
 @dataclass(frozen=True, slots=True)
 class Chunked:
     """The request being chunked: its rid, prompt length and the tokens computed so far.
@@ -38,6 +43,7 @@ class Chunked:
         assert self.done >= 0, self
 
 
+@mypyc_attr(native_class=False)
 @dataclass(frozen=True, slots=True)
 class Pending:
     """The request still chunked when a log ends, and the baseline its last round left."""
