@@ -11,6 +11,7 @@ from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
 from mypy_extensions import mypyc_attr
 
@@ -23,6 +24,8 @@ from kvforensics.replay.whole_log import WholeLogPass
 from kvforensics.rounds import Round
 from kvforensics.rounds.continuity import Continuity
 from kvforensics.rounds.crosscheck import RoundKeys
+from kvforensics.rounds.packed import unpack
+from kvforensics.rounds.records import LoggedOom
 from kvforensics.rounds.stream import finished
 
 #: recent rounds kept (the report's history, the cross-checks' kept rounds)
@@ -63,6 +66,25 @@ class Timed:
         for r in rounds:
             t.add(r)
         return t
+
+
+class Packed:
+    """One byte-range worker's rounds as the join reads them (``replay/ranges.py``): the
+    packed rounds (``rounds/packed.py``), the prompt lengths set before each, the
+    out-of-memory lines by position, how far to move their numbers; ``want``: the
+    numbers of the rounds to keep, found in ``found``."""
+
+    def __init__(
+        self,
+        rows: list[tuple[Any, ...]],
+        sets: list[list[tuple[str, int]]],
+        ooms: dict[int, LoggedOom],
+        shift: int,
+        want: set[int],
+    ) -> None:
+        assert len(rows) == len(sets), "a prompt-length list for every round"
+        self.rows, self.sets, self.ooms, self.shift, self.want = rows, sets, ooms, shift, want
+        self.found: dict[int, Round] = {}
 
 
 @dataclass
@@ -134,6 +156,20 @@ class RoundPass:
             self._forget(rid)
             self.arrivals.close(rid)
             del self.seq_lens[rid]
+
+    def add_packed(self, part: Packed, start: int, end: int) -> None:
+        """The rounds ``start`` to ``end`` of a byte-range worker's share (``part``), in
+        order, each after the prompt lengths the rebuild set before it; a round of
+        ``part.want`` is kept there (the join's refusals). Compiled, so that the join's
+        one serial loop runs no interpreted code per round."""
+        lens = self.seq_lens
+        for i in range(start, end):
+            for rid, n in part.sets[i]:
+                lens[rid] = n
+            rnd = unpack(part.rows[i], part.shift, part.ooms.get(i))
+            if rnd.index in part.want:
+                part.found[rnd.index] = rnd
+            self.add(rnd)
 
     def _forget(self, rid: str) -> None:
         """``rid`` finished: its truncation round is no longer needed for it."""

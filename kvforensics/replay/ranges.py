@@ -56,7 +56,7 @@ from kvforensics.logs.wrapper import Wrapper, learn
 from kvforensics.model import Config
 from kvforensics.model.profiles import Profile
 from kvforensics.replay.checks import Checks, Known
-from kvforensics.replay.passes import WINDOW
+from kvforensics.replay.passes import WINDOW, Packed, RoundPass
 from kvforensics.rounds.continuity import Continuity
 from kvforensics.rounds.crosscheck import merge_spans
 from kvforensics.rounds.drop import Drop
@@ -634,20 +634,41 @@ class Joined:
     #: per range: its first round's number and the positions sent without evidence
     _light: list[tuple[int, set[int]]] = field(default_factory=list)
 
-    def rounds(self) -> Iterator[tuple[Round, list[tuple[str, int]]]]:
-        want = {i + d for r, d in zip(self.results, self.deltas, strict=True)
+    def _wanted(self) -> set[int]:
+        """The numbers of the rounds a fix refused in (``JoinedChecks``)."""
+        return {i + d for r, d in zip(self.results, self.deltas, strict=True)
                 for got in r.refused.values() for i, _ in got}  # fmt: skip
+
+    def _packed(self) -> Iterator[Packed]:
+        """Each range's rounds, opened in turn (one range's at a time in memory)."""
+        want = self._wanted()
         for r, d in zip(self.results, self.deltas, strict=True):
             rows, every = _opened(r)
             r.blob = b""
             if rows:
                 self._light.append((rows[0][0] + d, set(r.light)))
-            for i, (packed, sets) in enumerate(zip(rows, every, strict=True)):
-                rnd = unpack(packed, d, r.ooms.get(i))
-                if rnd.index in want:
-                    self.refused_rounds[rnd.index] = rnd
-                yield rnd, sets
+            part = Packed(rows, every, r.ooms, d, want)
+            yield part
+            self.refused_rounds.update(part.found)
             r.rounds, r.sets, r.light = [], [], []  # what the pass keeps of them, it keeps
+
+    def rounds(self) -> Iterator[tuple[Round, list[tuple[str, int]]]]:
+        """Every round in order, with the prompt lengths set before it."""
+        for part in self._packed():
+            for i, packed in enumerate(part.rows):
+                rnd = unpack(packed, part.shift, part.ooms.get(i))
+                if rnd.index in part.want:
+                    part.found[rnd.index] = rnd
+                yield rnd, part.sets[i]
+
+    def fold(self, ps: RoundPass, shown: Callable[[int], None], block: int = 4096) -> None:
+        """Every round through ``ps`` in order (``RoundPass.add_packed``), ``shown`` told
+        the count after each ``block`` of them."""
+        for part in self._packed():
+            for start in range(0, len(part.rows), block):
+                end = min(start + block, len(part.rows))
+                ps.add_packed(part, start, end)
+                shown(end - start)
 
     def whole(self, rounds: list[Round]) -> None:
         """Raise ``NotRanged`` if a round kept came without its evidence (never seen: the

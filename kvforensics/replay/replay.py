@@ -189,12 +189,14 @@ def _ranged(
     ps = RoundPass(ls.settled_cfg(), lens, window, whole_log, profile)
     checks = ps.checks = joined.checks(ps.known, profile, whole_log)
     st = current()
-    checked = st.stage("checking rounds", unit="rounds")
-    for rnd, sets in st.counted(joined.rounds(), "rebuilding rounds", "rounds"):
-        for rid, n in sets:
-            lens[rid] = n
-        ps.add(rnd)
-        checked.advance()
+    rebuilt, checked = (st.stage(n, unit="rounds") for n in ("rebuilding rounds", "checking rounds"))
+
+    def shown(n: int) -> None:
+        rebuilt.advance(n)
+        checked.advance(n)
+
+    joined.fold(ps, shown)
+    rebuilt.done()
     checked.done()
     checks.attach()
     joined.whole(ps.kept())
