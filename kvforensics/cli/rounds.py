@@ -186,7 +186,10 @@ def _write(
             rounds = current().counted(
                 (r for r, _ in joined.rounds()), "rebuilding rounds", "rounds"
             )
-            count.append(write_rounds(rounds, tmp))
+            try:
+                count.append(write_rounds(rounds, tmp))
+            finally:
+                joined.close()
         else:
             rounds = current().counted(ls, "rebuilding rounds", "rounds")
             count.append(write_rounds(narrow_rounds(forgetting(ls, rounds), narrow), tmp))

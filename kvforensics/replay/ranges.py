@@ -28,7 +28,9 @@ import logging
 import marshal
 import multiprocessing
 import os
+import pickle
 import re
+import tempfile
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
@@ -125,6 +127,10 @@ class Part:
     own: Window
     post: Window | None
     opts: RangeOptions
+    #: the directory the worker writes its rounds into (None: they come back in memory)
+    spill: str | None = None
+    #: rounds a block of them holds (``BLOCK``)
+    block: int = 4096
 
 
 @dataclass
@@ -144,10 +150,9 @@ class PartResult:
     """What a worker sends back; round numbers are its own (the join moves them)."""
 
     index: int
-    #: the rounds owned, packed (``rounds/packed.py``)
-    rounds: list[tuple[Any, ...]] = field(default_factory=list)
-    #: per owned round, the prompt lengths set since the round before (in order)
-    sets: list[list[tuple[str, int]]] = field(default_factory=list)
+    #: the rounds owned, packed (``rounds/packed.py``), with the prompt lengths set
+    #: before each: written a block at a time as the worker goes (``_Spill``)
+    spilled: Spilled | None = None
     head: Boundary | None = None
     tail: Boundary | None = None
     count: int = 0
@@ -174,37 +179,115 @@ class PartResult:
     rerun: int = 0
     refused: dict[str, list[tuple[int, str]]] = field(default_factory=dict)
     nul: int = 0
-    #: positions in ``rounds`` packed without their evidence (``packed.light``)
-    light: list[int] = field(default_factory=list)
-    #: ``rounds`` and ``sets`` as ``marshal`` bytes once the worker is done (``_seal``):
-    #: pickling a million small tuples costs more than the re-runs
-    blob: bytes = b""
     #: the out-of-memory lines of the rounds owned (objects: they travel apart), by position
     ooms: dict[int, LoggedOom] = field(default_factory=dict)
 
 
-def _seal(out: PartResult) -> None:
-    """``out.rounds`` and ``out.sets`` into ``out.blob``; left as they are where a value
-    is not plain data (they go pickled)."""
-    try:
-        out.blob = marshal.dumps((out.rounds, out.sets))
-    except ValueError:  # a value marshal does not take
-        return
-    out.rounds, out.sets = [], []
+#: rounds a block of a worker's spill holds
+BLOCK = 4096
+_MARSHAL, _PICKLE = b"m", b"p"
 
 
-def _opened(r: PartResult) -> tuple[list[tuple[Any, ...]], list[list[tuple[str, int]]]]:
-    """``_seal`` undone (the collector held off while the rows are made)."""
-    if not r.blob:
-        return r.rounds, r.sets
+@dataclass
+class Spilled:
+    """A worker's owned rounds, packed, in blocks (``BLOCK`` rounds each): in the file ``path`` (a
+    local pool: the rounds never sit in either process's memory all at once) or in
+    ``frames`` (a Ray task, whose result is all that comes back). ``whole``: the positions
+    sent with their evidence (the join may keep those); ``first``: the first one's number."""
+
+    path: str | None
+    frames: list[bytes]
+    count: int
+    whole: list[int]
+    first: int | None
+
+    def blocks(self) -> Iterator[tuple[list[tuple[Any, ...]], list[list[tuple[str, int]]]]]:
+        """(rounds, prompt lengths set before each) a block at a time, in order."""
+        if self.path is None:
+            for frame in self.frames:
+                yield _loaded(frame[:1], frame[1:])
+            return
+        with open(self.path, "rb") as fh:
+            while head := fh.read(9):
+                size = int.from_bytes(head[1:], "little")
+                yield _loaded(head[:1], fh.read(size))
+
+
+def _loaded(kind: bytes, data: bytes) -> Any:
+    """One block read back (the collector held off while its tuples are made)."""
     enabled = gc.isenabled()
     gc.disable()
     try:
-        rows, sets = marshal.loads(r.blob)
+        return marshal.loads(data) if kind == _MARSHAL else pickle.loads(data)
     finally:
         if enabled:
             gc.enable()
-    return rows, sets
+
+
+class _Spill:
+    """The worker's side of ``Spilled``: each owned round waits among the last ``window``
+    (whole: the join keeps the last ``window`` of the log) and is written out when it
+    leaves them, whole or without its evidence as the worker says (``write``)."""
+
+    def __init__(self, directory: str | None, window: int | None, block: int) -> None:
+        self.window = None if window is None else max(window, 1)
+        self.block = block
+        self.fh: BinaryIO | None = None
+        self.path: str | None = None
+        if directory is not None:
+            fd, self.path = tempfile.mkstemp(prefix="range-", suffix=".blocks", dir=directory)
+            self.fh = os.fdopen(fd, "wb")
+        self.frames: list[bytes] = []
+        self.recent: deque[tuple[int, tuple[Any, ...], list[tuple[str, int]]]] = deque()
+        self.rows: list[tuple[Any, ...]] = []
+        self.sets: list[list[tuple[str, int]]] = []
+        self.whole: list[int] = []
+        self.count = 0
+        self.first: int | None = None
+
+    def add(
+        self, packed: tuple[Any, ...], sets: list[tuple[str, int]]
+    ) -> tuple[int, tuple[Any, ...], list[tuple[str, int]]] | None:
+        """The next owned round; returns the one that leaves the last ``window`` (None)."""
+        if self.first is None:
+            self.first = packed[0]
+        self.recent.append((self.count, packed, sets))
+        self.count += 1
+        if self.window is not None and len(self.recent) > self.window:
+            return self.recent.popleft()
+        return None
+
+    def write(self, at: int, packed: tuple[Any, ...], sets: list[tuple[str, int]], *,
+              whole: bool) -> None:  # fmt: skip
+        if whole:
+            self.whole.append(at)
+        self.rows.append(packed if whole else light(packed))
+        self.sets.append(sets)
+        if len(self.rows) >= self.block:
+            self._flush()
+
+    def _flush(self) -> None:
+        if not self.rows:
+            return
+        block = (self.rows, self.sets)
+        try:
+            frame = _MARSHAL + marshal.dumps(block)
+        except ValueError:  # a value marshal does not take
+            frame = _PICKLE + pickle.dumps(block, protocol=pickle.HIGHEST_PROTOCOL)
+        self.rows, self.sets = [], []
+        if self.fh is None:
+            self.frames.append(frame)
+            return
+        self.fh.write(frame[:1] + (len(frame) - 1).to_bytes(8, "little") + frame[1:])
+
+    def close(self) -> Spilled:
+        """The last ``window`` written whole; the spill as the join reads it."""
+        while self.recent:
+            self.write(*self.recent.popleft(), whole=True)
+        self._flush()
+        if self.fh is not None:
+            self.fh.close()
+        return Spilled(self.path, self.frames, self.count, self.whole, self.first)
 
 
 # -- planning -------------------------------------------------------------------------
@@ -268,8 +351,9 @@ def _line_numbers(path: Path, offsets: list[int]) -> dict[int, int]:
 
 
 def parts(
-    path: Path, owned: list[Window], opts: RangeOptions, margin: int, lookahead: int
-) -> list[Part]:
+    path: Path, owned: list[Window], opts: RangeOptions, margin: int, lookahead: int,
+    spill: str | None = None,
+) -> list[Part]:  # fmt: skip
     """Each owned window with its warm-up before and its look past the next cut."""
     size = path.stat().st_size
     out = []
@@ -280,7 +364,7 @@ def parts(
             nxt = owned[k + 1]
             end = _line_end(path, min(size, nxt.start + lookahead))
             post = Window(nxt.start, end, nxt.line)
-        out.append(Part(str(path), k, pre, own, post, opts))
+        out.append(Part(str(path), k, pre, own, post, opts, spill, BLOCK))
     return out
 
 
@@ -373,6 +457,8 @@ class _Worker:
         self._cut: dict[str, list[int]] = {}
         known = Known(self.ls.cfg, self.lens)
         self.checks = Checks(known, opts.profile, opts.whole) if opts.rerun else None
+        self.spill = _Spill(part.spill, opts.window, part.block)
+        self._refused = 0  # refusals the re-runs have found so far
 
     @property
     def rebuilder(self) -> Rebuilder:
@@ -431,23 +517,35 @@ class _Worker:
         if (p.index > 0 and out.head is None) or (p.post is not None and out.tail is None):
             raise NotRanged("a range without a round of its own, or a lookahead too short")
         self._collect()
-        self._lighten()
-        _seal(out)
+        out.spilled = self.spill.close()
         return out
 
     def _own(self, rnd: Round, sets: list[tuple[str, int]]) -> None:
-        """A round of this range: packed for the join, re-run, its truncations noted."""
+        """A round of this range: re-run, its truncations noted, packed for the join."""
+        at = self.spill.count
         if rnd.oom is not None:
-            self.out.ooms[len(self.out.rounds)] = rnd.oom
-        self.out.rounds.append(pack(rnd))
-        self.out.sets.append(sets)
+            self.out.ooms[at] = rnd.oom
+            self._whole.add(at)
         if self.checks is not None:
             self.checks.add(rnd)
+            if self._refusals() > self._refused:  # a fix refused in it: the join keeps it
+                self._refused = self._refusals()
+                self._whole.add(at)
         for d in rnd.decisions:
             if d.decision == "truncated":
-                self._cut.setdefault(d.rid, []).append(len(self.out.rounds) - 1)
-        if rnd.oom is not None:
-            self._whole.add(len(self.out.rounds) - 1)
+                self._cut.setdefault(d.rid, []).append(at)
+        left = self.spill.add(pack(rnd), sets)
+        if left is not None:
+            self.spill.write(*left, whole=self._keeps(left[0]))
+
+    def _refusals(self) -> int:
+        wl = self.checks.wholelog if self.checks is not None else None
+        return 0 if wl is None else sum(len(got) for got in wl.refused.values())
+
+    def _keeps(self, at: int) -> bool:
+        """Does the join keep the round at ``at`` once it has left the last ``window``?
+        The rounds whole (below) and the truncations of requests still unfinished."""
+        return at in self._whole or any(at in got for got in self._cut.values())
 
     def _continuity(self, rnd: Round) -> None:
         """Where the join's continuity check finds a fall, it words both rounds' evidence:
@@ -455,29 +553,13 @@ class _Worker:
         found = len(self._cont.found)
         self._cont.add(rnd)
         if len(self._cont.found) > found:
-            last = len(self.out.rounds) - 1
+            last = self.spill.count - 1
             self._whole.update((last, last + 1))
 
     def _forget(self, rnd: Round) -> None:
         for rid in finished(rnd, self.lens):
             del self.lens[rid]
             self._cut.pop(rid, None)
-
-    def _lighten(self) -> None:
-        """Every round the join may keep goes whole (the last ``window`` of the range, the
-        truncations of requests still unfinished, out-of-memory and refusal rounds, the
-        rounds a continuity finding words); the others without their evidence (the join
-        only counts them). ``light``: their positions, for the join to check."""
-        out, n = self.out, len(self.out.rounds)
-        keep = n if self.part.opts.window is None else self.part.opts.window
-        whole = self._whole | set(range(max(0, n - keep), n))
-        whole.update(i for got in self._cut.values() for i in got)
-        start = out.rounds[0][0] if out.rounds else 0
-        whole.update(i - start for got in out.refused.values() for i, _ in got)
-        for i in range(n):
-            if i not in whole:
-                out.rounds[i] = light(out.rounds[i])
-                out.light.append(i)
 
     def _boundary(self, rnd: Round, before: deque[Round]) -> Boundary:
         rb = self.rebuilder
@@ -557,7 +639,7 @@ class _Worker:
         out = self.out
         texts = [c.detail for c in (*out.contradictions, *out.late)]
         texts += [e for d in out.drops for e in d.evidence]
-        if out.rounds and self.rebuilder.oom is not None:
+        if self.spill.count and self.rebuilder.oom is not None:
             texts.append(str(self.rebuilder.oom))
         return any(_ROUND_NUMBER.search(t) for t in texts)
 
@@ -631,8 +713,15 @@ class Joined:
 
     #: round index -> the round, for the rounds a fix refused in (``JoinedChecks``)
     refused_rounds: dict[int, Round] = field(default_factory=dict)
-    #: per range: its first round's number and the positions sent without evidence
-    _light: list[tuple[int, set[int]]] = field(default_factory=list)
+    #: per range: its first round's number and the positions sent with their evidence
+    _whole: list[tuple[int, set[int]]] = field(default_factory=list)
+    #: the directory the workers wrote their rounds into, removed by ``close``
+    spill: tempfile.TemporaryDirectory[str] | None = None
+
+    def close(self) -> None:
+        """The workers' rounds removed from the disk (read them first)."""
+        if self.spill is not None:
+            self.spill.cleanup()
 
     def _wanted(self) -> set[int]:
         """The numbers of the rounds a fix refused in (``JoinedChecks``)."""
@@ -640,17 +729,21 @@ class Joined:
                 for got in r.refused.values() for i, _ in got}  # fmt: skip
 
     def _packed(self) -> Iterator[Packed]:
-        """Each range's rounds, opened in turn (one range's at a time in memory)."""
+        """Each range's rounds a block at a time, in order (one block in memory)."""
         want = self._wanted()
         for r, d in zip(self.results, self.deltas, strict=True):
-            rows, every = _opened(r)
-            r.blob = b""
-            if rows:
-                self._light.append((rows[0][0] + d, set(r.light)))
-            part = Packed(rows, every, r.ooms, d, want)
-            yield part
-            self.refused_rounds.update(part.found)
-            r.rounds, r.sets, r.light = [], [], []  # what the pass keeps of them, it keeps
+            sp = r.spilled
+            assert sp is not None, "every worker spills its rounds"
+            if sp.first is not None:
+                self._whole.append((sp.first + d, set(sp.whole)))
+            at = 0
+            for rows, sets in sp.blocks():
+                ooms = {i - at: o for i, o in r.ooms.items() if at <= i < at + len(rows)}
+                part = Packed(rows, sets, ooms, d, want)
+                yield part
+                self.refused_rounds.update(part.found)
+                at += len(rows)
+            assert at == sp.count, "every round owned was written"
 
     def rounds(self) -> Iterator[tuple[Round, list[tuple[str, int]]]]:
         """Every round in order, with the prompt lengths set before it."""
@@ -674,9 +767,9 @@ class Joined:
         """Raise ``NotRanged`` if a round kept came without its evidence (never seen: the
         workers send whole every round the pass may keep)."""
         for rnd in rounds:
-            at = max((x for x in self._light if x[0] <= rnd.index), default=None,
+            at = max((x for x in self._whole if x[0] <= rnd.index), default=None,
                      key=lambda x: x[0])  # fmt: skip
-            if at is not None and rnd.index - at[0] in at[1]:
+            if at is not None and rnd.index - at[0] not in at[1]:
                 raise NotRanged(f"round {rnd.index} kept was sent without its evidence")
 
     def checks(self, known: Known, profile: Profile, whole: bool) -> JoinedChecks:
@@ -734,7 +827,31 @@ def run_ranges(
     owned = plan(path, jobs)
     if len(owned) < 2:
         raise NotRanged("too small to split")
-    todo = parts(path, owned, opts, margin, lookahead)
+    # a local pool's workers write their rounds to the disk (memory flat in the log's
+    # size); a Ray task's come back with its result
+    spill = tempfile.TemporaryDirectory(prefix="kvforensics-") if engine == "local" else None
+    todo = parts(path, owned, opts, margin, lookahead, None if spill is None else spill.name)
+    try:
+        results = _joinable(path, todo, engine, jobs, margin)
+    except BaseException:
+        if spill is not None:
+            spill.cleanup()
+        raise
+    deltas = [0]
+    for k in range(1, len(results)):
+        head, tail = results[k].head, results[k - 1].tail
+        assert head is not None and tail is not None
+        deltas.append(tail.index + deltas[-1] - head.index)
+    for r, d in zip(results, deltas, strict=True):
+        _shift(r, d)
+    return Joined(_stream(path, results, opts), results, deltas, spill=spill)
+
+
+def _joinable(
+    path: Path, todo: list[Part], engine: str, jobs: int, margin: int
+) -> list[PartResult]:
+    """Every part run, a part run again from further back until it agrees with the one
+    before it where they meet."""
     results = _map(todo, engine, jobs)
     for k in range(1, len(todo)):
         wider = margin
@@ -744,14 +861,7 @@ def run_ranges(
             wider *= 8
             todo[k] = dataclasses.replace(todo[k], pre=_back(path, todo[k].own, wider))
             results[k] = _safely(todo[k])
-    deltas = [0]
-    for k in range(1, len(results)):
-        head, tail = results[k].head, results[k - 1].tail
-        assert head is not None and tail is not None
-        deltas.append(tail.index + deltas[-1] - head.index)
-    for r, d in zip(results, deltas, strict=True):
-        _shift(r, d)
-    return Joined(_stream(path, results, opts), results, deltas)
+    return results
 
 
 def _agree(before: PartResult, after: PartResult, part: Part) -> bool:

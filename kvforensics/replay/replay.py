@@ -195,7 +195,10 @@ def _ranged(
         rebuilt.advance(n)
         checked.advance(n)
 
-    joined.fold(ps, shown)
+    try:
+        joined.fold(ps, shown)
+    finally:
+        joined.close()
     rebuilt.done()
     checked.done()
     checks.attach()

@@ -157,6 +157,37 @@ def test_mid_chunk_cuts_are_where_the_warm_up_matters(large_log: Path) -> None:
         assert ranges._agree(before, after, part)
 
 
+def test_the_workers_rounds_go_through_the_disk_a_block_at_a_time(
+    large_log: Path, small_ranges: Spy, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Memory flat in the log's size: each worker writes its rounds out as it goes, the
+    join reads them back a block at a time, and nothing is left on the disk after."""
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    monkeypatch.setattr(ranges, "BLOCK", 64)
+    one = _json(large_log, 1, window=40)
+    seen: list[tuple[str, int, int]] = []
+    real = ranges.Spilled.blocks
+
+    def blocks(self: ranges.Spilled):  # type: ignore[no-untyped-def]
+        assert self.path is not None and not self.frames
+        for rows, sets in real(self):
+            seen.append((self.path, len(rows), len(sets)))
+            yield rows, sets
+
+    monkeypatch.setattr(ranges.Spilled, "blocks", blocks)
+    assert _json(large_log, 3, window=40) == one
+    assert small_ranges.joins[-1] is not None
+    files = {path for path, _, _ in seen}
+    assert len(files) == 3
+    assert max(n for _, n, _ in seen) == 64 and all(n == k for _, n, k in seen)
+    # the rounds the join may keep went whole, the others without their evidence
+    whole = [len(r.spilled.whole) for r in small_ranges.joins[-1].results if r.spilled]
+    assert sum(whole) < sum(n for _, n, _ in seen)
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_several_files_and_gzip_take_the_one_pass(tmp_path: Path) -> None:
     inc = LOGS / "incident"
     assert not ranges.rangeable([inc / "pp0.log", inc / "pp3.log"], 2)
