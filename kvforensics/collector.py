@@ -30,3 +30,18 @@ def fewer_collections(threshold: int = PASS_THRESHOLD) -> Iterator[None]:
         yield
     finally:
         gc.set_threshold(*old)
+
+
+@contextmanager
+def held_off() -> Iterator[None]:
+    """No collection at all for a stretch that makes no cyclic garbage (reference
+    counting frees all it drops), where the collector would only walk the objects it
+    keeps again and again: a byte-range worker (a full collection after one finds
+    nothing unreachable) and the join's pass over the rounds it reads back."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
