@@ -33,7 +33,7 @@ import re
 import tempfile
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -58,6 +58,7 @@ from kvforensics.logs.summary import FileSummary, ParseSummary
 from kvforensics.logs.wrapper import Wrapper, learn
 from kvforensics.model import Config
 from kvforensics.model.profiles import Profile
+from kvforensics.progress import current
 from kvforensics.replay.checks import Checks, Known
 from kvforensics.replay.passes import WINDOW, Packed, RoundPass
 from kvforensics.rounds.continuity import Continuity
@@ -479,7 +480,7 @@ class _Worker:
         whole = Window(0, self.path.stat().st_size, 1)
         fs = FileSummary(self.part.path, False, whole.end)
         held: list[pl.DataFrame] = []
-        for frame in _WindowReader(self, whole, head, fs, eof=True).frames():
+        for frame in _WindowReader(self, whole, head, fs, eof=True, shown=False).frames():
             held.append(frame)
             if frame.height and (frame["kind"] == "adder_check").any():
                 break
@@ -650,9 +651,11 @@ class _WindowReader:
     (``logs.reader``), numbered from the window's first line."""
 
     def __init__(
-        self, w: _Worker, win: Window, summary: ParseSummary, fs: FileSummary, eof: bool
-    ) -> None:
+        self, w: _Worker, win: Window, summary: ParseSummary, fs: FileSummary, eof: bool,
+        shown: bool = True,
+    ) -> None:  # fmt: skip
         self.w, self.win, self.summary, self.fs, self.eof = w, win, summary, fs, eof
+        self.shown = shown  # the bytes count on the display (not the head's second read)
         self.line = win.line
         self.nul = 0
 
@@ -667,6 +670,8 @@ class _WindowReader:
                     break
                 left -= len(block)
                 self.fs.bytes_read += len(block)
+                if self.shown:
+                    _count(len(block))
                 blocks.append(block)
                 size += len(block)
                 if size < CHUNK_BYTES:
@@ -962,14 +967,43 @@ def check_engine(engine: str) -> None:
 
 def _map(todo: list[Part], engine: str, jobs: int) -> list[PartResult]:
     """Every part on a local pool (spawned: polars' threads do not survive a fork) or as
-    Ray tasks; a worker that failed makes the whole one pass instead."""
+    Ray tasks; a worker that failed makes the whole one pass instead. The bytes the
+    workers read are a stage of the command's display."""
     check_engine(engine)
+    total = sum(w.end - w.start for p in todo for w in (p.pre, p.own, p.post) if w is not None)
+    shown = current().stage(f"reading and re-running ({min(jobs, len(todo))} workers)",
+                            total, "bytes")  # fmt: skip
     if engine == "ray":
-        return _ray(todo)
+        got = _ray(todo)
+        shown.to(total)
+        shown.done()
+        return got
     ctx = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(max_workers=min(jobs, len(todo)), mp_context=ctx) as pool:
+    read = ctx.Value("q", 0)
+    with ProcessPoolExecutor(max_workers=min(jobs, len(todo)), mp_context=ctx,
+                             initializer=_counting, initargs=(read,)) as pool:  # fmt: skip
         futures = [pool.submit(run_part, p) for p in todo]
+        while wait(futures, timeout=0.25).not_done:
+            shown.to(read.value)
+        shown.to(read.value)
+        shown.done()
         return [_result(f.result) for f in futures]
+
+
+#: in a worker of the local pool: the bytes read by all of them (``_map``'s display)
+_READ: Any = None
+
+
+def _counting(read: Any) -> None:
+    """A worker's start: where it adds the bytes it reads."""
+    global _READ
+    _READ = read
+
+
+def _count(n: int) -> None:
+    if _READ is not None:
+        with _READ.get_lock():
+            _READ.value += n
 
 
 def _result(get: Callable[[], PartResult]) -> PartResult:

@@ -49,6 +49,28 @@ def test_a_streamed_replay_shows_each_stage_and_gives_the_same_result():
     assert shown == _streamed(Stages(Console(file=io.StringIO(), force_terminal=True)))
 
 
+def test_byte_range_workers_show_the_bytes_they_read(monkeypatch: pytest.MonkeyPatch):
+    """``--jobs N`` over byte ranges: while the workers run, the display counts the bytes
+    they read, all of them by the end, then the join's rounds."""
+    from kvforensics.replay import ranges
+
+    monkeypatch.setattr(ranges, "MIN_PART", 2 << 10)
+    monkeypatch.setattr(ranges, "MARGIN", 24 << 10)
+    log = FIXTURES / "logs" / "clean" / "pp0.log"
+    console, buf = _terminal()
+    with Stages(console):
+        rr = replay_logs([log], ReplayOptions(POLICIES, stream=True, jobs=2))
+    drawn = buf.getvalue()
+    assert "reading and re-running (2 workers)" in drawn
+    total = sum(w.end - w.start for p in ranges.parts(
+        log, ranges.plan(log, 2), ranges.RangeOptions({}, None, None, rr.profile, False),
+        24 << 10, ranges.LOOKAHEAD) for w in (p.pre, p.own, p.post) if w is not None)  # fmt: skip
+    assert total > 100 << 10
+    # all of them read by the end (in kB for a log this small)
+    assert f"{total / 1e3:,.1f} of {total / 1e3:,.1f} kB" in drawn
+    assert drawn.index("reading and re-running") < drawn.index("rebuilding rounds")
+
+
 def test_a_disabled_display_writes_nothing_even_to_a_terminal():
     console, buf = _terminal()
     _streamed(Stages(console, enabled=False))
