@@ -177,6 +177,8 @@ class PartResult:
     checked: int = 0
     mismatches: list[Any] = field(default_factory=list)
     gaps: list[Any] = field(default_factory=list)
+    #: the margins' rows (``whole_log.Margins``) as the spool's columns, a block at a
+    #: time: arrays travel as their bytes, a tuple a row took several times the room
     margins: list[tuple[Any, ...]] = field(default_factory=list)
     rerun: int = 0
     refused: dict[str, list[tuple[int, str]]] = field(default_factory=dict)
@@ -634,7 +636,7 @@ class _Worker:
         wl = self.checks.wholelog
         if wl is not None:
             out.gaps, out.rerun = wl.gaps, wl.rerun
-            out.margins = list(wl.margins.rows.rows())
+            out.margins = [tuple(cols) for cols in wl.margins.rows.chunks()]
             out.refused = {p: [(r.index, rid) for r, rid in got] for p, got in wl.refused.items()}
 
     def _names_rounds(self) -> bool:
@@ -803,8 +805,9 @@ class JoinedChecks(Checks):
                 continue
             wl.gaps += [dataclasses.replace(g, round=g.round + d) for g in r.gaps]
             wl.rerun += r.rerun
-            for index, *rest in r.margins:
-                wl.margins.rows.push(index + d, *rest)
+            for cols in r.margins:
+                for index, *rest in zip(*cols, strict=True):
+                    wl.margins.rows.push(index + d, *rest)
             for got in r.refused.values():
                 wl.refused_rounds.update(i + d for i, _ in got)
 
