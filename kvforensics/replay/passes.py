@@ -86,6 +86,13 @@ class Packed:
         self.rows, self.sets, self.ooms, self.shift, self.want = rows, sets, ooms, shift, want
         self.found: dict[int, Round] = {}
 
+    def round_at(self, i: int) -> Round:
+        """The ``i``-th round, renumbered, with its out-of-memory line (kept when wanted)."""
+        rnd = unpack(self.rows[i], self.shift, self.ooms.get(i))
+        if rnd.index in self.want:
+            self.found[rnd.index] = rnd
+        return rnd
+
 
 @dataclass
 class RoundPass:
@@ -166,10 +173,7 @@ class RoundPass:
         for i in range(start, end):
             for rid, n in part.sets[i]:
                 lens[rid] = n
-            rnd = unpack(part.rows[i], part.shift, part.ooms.get(i))
-            if rnd.index in part.want:
-                part.found[rnd.index] = rnd
-            self.add(rnd)
+            self.add(part.round_at(i))
 
     def _forget(self, rid: str) -> None:
         """``rid`` finished: its truncation round is no longer needed for it."""

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import gc
 import itertools
 import logging
 import marshal
@@ -64,7 +63,7 @@ from kvforensics.replay.passes import WINDOW, Packed, RoundPass
 from kvforensics.rounds.continuity import Continuity
 from kvforensics.rounds.crosscheck import merge_spans
 from kvforensics.rounds.drop import Drop
-from kvforensics.rounds.packed import light, pack, unpack
+from kvforensics.rounds.packed import light, pack
 from kvforensics.rounds.provenance import Prov
 from kvforensics.rounds.rebuild import Chunked, Rebuilder
 from kvforensics.rounds.records import (
@@ -219,13 +218,8 @@ class Spilled:
 
 def _loaded(kind: bytes, data: bytes) -> Any:
     """One block read back (the collector held off while its tuples are made)."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
+    with held_off():
         return marshal.loads(data) if kind == _MARSHAL else pickle.loads(data)
-    finally:
-        if enabled:
-            gc.enable()
 
 
 class _Spill:
@@ -756,11 +750,8 @@ class Joined:
     def rounds(self) -> Iterator[tuple[Round, list[tuple[str, int]]]]:
         """Every round in order, with the prompt lengths set before it."""
         for part in self._packed():
-            for i, packed in enumerate(part.rows):
-                rnd = unpack(packed, part.shift, part.ooms.get(i))
-                if rnd.index in part.want:
-                    part.found[rnd.index] = rnd
-                yield rnd, part.sets[i]
+            for i in range(len(part.rows)):
+                yield part.round_at(i), part.sets[i]
 
     def fold(self, ps: RoundPass, shown: Callable[[int], None], block: int = 4096) -> None:
         """Every round through ``ps`` in order (``RoundPass.add_packed``), ``shown`` told

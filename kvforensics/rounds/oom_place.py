@@ -7,6 +7,7 @@ walk. The arithmetic it leans on is in ``reconcile.py`` and ``walk.py``.
 
 from __future__ import annotations
 
+from abc import abstractmethod
 from collections.abc import Callable
 from datetime import datetime
 
@@ -42,30 +43,30 @@ class OomPlacement:
     _held: list[Round]
     _last: Round | None
 
-    # the walk's steps, defined by the ``Rebuilder`` (plain methods, not declarations
-    # under TYPE_CHECKING: the compiled build takes no statement in a class body)
-    def _emit(self, rnd: Round) -> None:
-        raise NotImplementedError
+    # the walk's steps, which the ``Rebuilder`` defines (abstract methods: the compiled
+    # build takes no declaration under TYPE_CHECKING in a class body)
+    @abstractmethod
+    def _emit(self, rnd: Round) -> None: ...
 
-    def _contradiction(self, what: str, detail: str) -> None:
-        raise NotImplementedError
+    @abstractmethod
+    def _contradiction(self, what: str, detail: str) -> None: ...
 
-    def _now(self) -> Chunked | None:
-        raise NotImplementedError
+    @abstractmethod
+    def _now(self) -> Chunked | None: ...
 
-    def _base(self) -> int:
-        raise NotImplementedError
+    @abstractmethod
+    def _base(self) -> int: ...
 
-    def _allowance(self, time: datetime | None) -> int:
-        raise NotImplementedError
+    @abstractmethod
+    def _allowance(self, time: datetime | None) -> int: ...
 
-    def _told_round(self, time: datetime | None, until: int) -> Round | None:
-        raise NotImplementedError
+    @abstractmethod
+    def _told_round(self, time: datetime | None, until: int) -> Round | None: ...
 
+    @abstractmethod
     def _gap(
         self, until: int, time: datetime | None, *, stop: Callable[[int], bool] | None = None
-    ) -> None:
-        raise NotImplementedError
+    ) -> None: ...
 
     def _oom(self, rnd: Round) -> LoggedOom:
         """The logged out-of-memory: the chunked request's piece of that size. Returns it
